@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Set up from scratch and run every check: lint, types, tests.
+# Usage: bash scripts/test.sh     (creates .venv beside the checkout)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# System packages the end-to-end tests drive: Debian's Chromium for the web lesson.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+
+.venv/bin/ruff check src tests benchmarks
+.venv/bin/ruff format --check src tests benchmarks
+.venv/bin/mypy
+.venv/bin/pytest

@@ -1,0 +1,3 @@
+from ridgeline.cli import entry
+
+entry()

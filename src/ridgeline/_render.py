@@ -1,0 +1,134 @@
+"""Rich tables for the command line. Rendering only: every number comes in computed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ridgeline._format import seconds, si
+from ridgeline.estimate import Estimate
+from ridgeline.hardware import Accelerator
+
+console = Console(highlight=False)
+
+
+def estimate(e: Estimate) -> None:
+    i = e.inputs
+    console.print(
+        f"[bold]{e.model.name}[/] on {i['tp'] * i['pp']}x [bold]{e.gpu.name}[/] · "
+        f"{i['weights']} weights, {i['maths']} maths, {i['kv_dtype']} KV · prompt {i['prompt']:,}, "
+        f"output {i['output']:,}, batch {i['batch']} · preset {i['preset']}"
+    )
+    t = Table(title=None, show_edge=False)
+    for col in ("phase", "FLOPs", "bytes", "FLOPs/byte", "bound", "time"):
+        t.add_column(col, justify="left" if col in ("phase", "bound") else "right")
+    for name, p in (("prefill", e.prefill), ("decode (1st step)", e.decode)):
+        t.add_row(name, si(p.flops), si(p.bytes, "B"), f"{p.intensity:,.1f}", p.bound, seconds(p.time_s))
+    console.print(t)
+    console.print(
+        f"TTFT [bold]{seconds(e.ttft_s)}[/] · TPOT [bold]{seconds(e.tpot_s)}[/] · "
+        f"total [bold]{seconds(e.total_s)}[/] · decode share [bold]{e.decode_share:.0%}[/] · "
+        f"{e.tokens_per_s:,.0f} tokens/s per sequence, {e.batch_tokens_per_s:,.0f} in all · "
+        f"ridge {e.ridge:,.0f} FLOPs/byte"
+    )
+    m, g = e.memory, e.memory.per_gpu
+    verdict = (
+        "[green]fits[/]" if m.fits else f"[red]does not fit[/] (short {si(m.shortfall_bytes, 'B')} per GPU)"
+    )
+    console.print(
+        f"memory per GPU: weights {si(g.weight_bytes, 'B')} + KV {si(g.kv_bytes, 'B')} + activations "
+        f"{si(g.activation_bytes, 'B')} + overhead {si(g.overhead_bytes, 'B')} = {si(g.total_bytes, 'B')} "
+        f"of {si(g.usable_bytes, 'B')} usable: {verdict}; room for {m.max_batch:,} sequences of this length"
+    )
+    if m.suggestions:
+        opts = "; ".join(
+            f"{s.weights} on {s.gpus} GPU(s) (TP {s.tp}, room for {s.max_batch})" for s in m.suggestions
+        )
+        console.print(f"plans that serve: {opts}")
+    c = e.cost
+    console.print(
+        f"cost at ${c.price_per_gpu_hour_usd:.2f}/GPU-hour: "
+        f"${c.usd_per_million_input_tokens:,.3f} per M input tokens, "
+        f"${c.usd_per_million_output_tokens:,.2f} per M output tokens"
+    )
+    for line in e.explain:
+        console.print(f"[dim]why:[/] {line}")
+
+
+def roofline(r: dict[str, Any]) -> None:
+    console.print(
+        f"[bold]{r['gpu']}[/] ({r['maths']}): peak {si(r['peak_flops'], 'FLOP/s')}, bandwidth "
+        f"{si(r['bandwidth_bytes_per_s'], 'B/s')}, ridge [bold]{r['ridge']:,.0f}[/] FLOPs/byte; "
+        f"a pass is compute-bound from {r['compute_bound_tokens']:,} tokens"
+    )
+    t = Table(show_edge=False)
+    for col in ("point", "FLOPs/byte", "attainable", "bound", "time"):
+        t.add_column(col, justify="left" if col in ("point", "bound") else "right")
+    p, d = r["prefill"], r["decode"]
+    t.add_row(
+        f"prefill {p['tokens']:,} tokens",
+        f"{p['intensity']:,.1f}",
+        si(p["attainable_flops"], "FLOP/s"),
+        p["bound"],
+        seconds(p["time_s"]),
+    )
+    t.add_row(
+        f"decode batch {d['batch']}, context {d['context']:,}",
+        f"{d['intensity']:,.1f}",
+        si(d["attainable_flops"], "FLOP/s"),
+        d["bound"],
+        seconds(d["time_s"]),
+    )
+    console.print(t)
+
+
+def gpus(entries: dict[str, Accelerator]) -> None:
+    t = Table(show_edge=False)
+    for col in ("name", "bf16", "fp8", "bandwidth", "memory", "interconnect", "ridge", "$/h"):
+        t.add_column(col, justify="left" if col == "name" else "right")
+    for name, a in entries.items():
+        fp8 = a.peak_flops.get("fp8")
+        t.add_row(
+            name,
+            si(a.peak_flops.get("bf16", 0.0), "FLOP/s"),
+            si(fp8, "FLOP/s") if fp8 else "–",
+            si(a.bandwidth_bytes_per_s, "B/s"),
+            si(a.memory_bytes, "B"),
+            si(a.interconnect_bytes_per_s, "B/s"),
+            f"{a.ridge('bf16'):,.0f}",
+            f"{a.price_per_hour_usd:.2f}",
+        )
+    console.print(t)
+
+
+def models(rows: list[dict[str, Any]]) -> None:
+    t = Table(show_edge=False)
+    for col in (
+        "name",
+        "family",
+        "layers",
+        "hidden",
+        "heads/KV",
+        "params",
+        "active",
+        "weights",
+        "KV/token",
+        "context",
+    ):
+        t.add_column(col, justify="left" if col in ("name", "family") else "right")
+    for r in rows:
+        t.add_row(
+            r["name"],
+            r["family"],
+            str(r["layers"]),
+            f"{r['hidden']:,}",
+            f"{r['heads']}/{r['kv_heads']}",
+            si(r["parameters"]),
+            si(r["active_parameters"]),
+            si(r["weight_bytes"], "B"),
+            f"{r['kv_bytes_per_token']:,.0f} B",
+            f"{r['max_context']:,}",
+        )
+    console.print(t)

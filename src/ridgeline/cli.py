@@ -1,0 +1,187 @@
+"""The command line: parse, call the core, render. No number is computed here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, is_dataclass
+from typing import Any, Optional
+
+import typer
+
+from ridgeline.errors import RidgelineError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="ridgeline: what an LLM token costs, from the roofline up.",
+    pretty_exceptions_enable=False,
+)
+
+MODEL = typer.Option("llama-3.1-8b", "--model", "-m", help="Catalogue name, config.json, .gguf or org/name.")
+GPU = typer.Option("h100-sxm", "--gpu", "-g", help="Accelerator name (see `ridgeline gpus`).")
+GPU_FILE = typer.Option(None, "--gpu-file", help="Extra accelerators, TOML or JSON.")
+CALIBRATION = typer.Option(None, "--calibration", help="Calibration JSON from `ridgeline fit`.")
+JSON = typer.Option(False, "--json", help="Print JSON with stable keys instead of tables.")
+
+
+def emit_json(data: Any) -> None:
+    if is_dataclass(data) and not isinstance(data, type):
+        data = asdict(data)
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+@app.command()
+def estimate(
+    model: str = MODEL,
+    gpu: str = GPU,
+    weights: str = typer.Option("bf16", "--weights", "-w", help="bf16, fp8, int8, int4, int4-g128, ..."),
+    maths: str = typer.Option("bf16", "--maths", help="Arithmetic dtype: bf16 or fp8 (at the fp8 peak)."),
+    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV-cache dtype: bf16, fp8 or int8."),
+    prompt: int = typer.Option(2000, "--prompt", "-p", help="Prompt tokens."),
+    output: int = typer.Option(500, "--output", "-o", help="Output tokens (decode steps)."),
+    batch: int = typer.Option(1, "--batch", "-b", help="Identical requests served together."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel GPUs."),
+    pp: int = typer.Option(1, "--pp", help="Pipeline-parallel stages."),
+    ep: int = typer.Option(1, "--ep", help="Expert-parallel GPUs (MoE)."),
+    preset: str = typer.Option("lesson", "--preset", help="ideal (the film) or lesson (60%/80%)."),
+    compute_eff: Optional[float] = typer.Option(None, "--compute-eff", help="Fraction of peak FLOP/s."),
+    bandwidth_eff: Optional[float] = typer.Option(None, "--bandwidth-eff", help="Fraction of bandwidth."),
+    price: Optional[float] = typer.Option(None, "--price", help="$ per GPU-hour."),
+    gpu_file: Optional[str] = GPU_FILE,
+    peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="Override bf16 peak, TFLOP/s."),
+    bandwidth_tbs: Optional[float] = typer.Option(None, "--bandwidth-tbs", help="Override bandwidth, TB/s."),
+    memory_gb: Optional[float] = typer.Option(None, "--memory-gb", help="Override memory, GB."),
+    calibration: Optional[str] = CALIBRATION,
+    as_json: bool = JSON,
+) -> None:
+    """Predict one request: FLOPs, bytes, bound, TTFT, TPOT, memory fit, cost, and why."""
+    from ridgeline.estimate import estimate as run
+    from ridgeline.hardware import get_accelerator
+
+    hw = get_accelerator(gpu, gpu_file, peak_tflops, bandwidth_tbs, memory_gb)
+    result = run(
+        model,
+        hw,
+        weights,
+        prompt,
+        output,
+        batch,
+        tp,
+        pp,
+        ep,
+        preset,
+        compute_eff,
+        bandwidth_eff,
+        maths,
+        kv_dtype,
+        price,
+        calibration=calibration,
+    )
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    from ridgeline import _render
+
+    _render.estimate(result)
+
+
+@app.command()
+def roofline(
+    gpu: str = GPU,
+    maths: str = typer.Option("bf16", "--maths", help="Arithmetic dtype whose peak sets the roof."),
+    model: str = MODEL,
+    prompt: int = typer.Option(2000, "--prompt", "-p", help="Prefill tokens to place on the chart."),
+    batch: int = typer.Option(1, "--batch", "-b", help="Decode batch to place on the chart."),
+    context: int = typer.Option(0, "--context", "-c", help="Cached tokens per decoding sequence."),
+    preset: str = typer.Option("ideal", "--preset", help="ideal or lesson."),
+    gpu_file: Optional[str] = GPU_FILE,
+    as_json: bool = JSON,
+) -> None:
+    """The accelerator's roofline and where a prefill and a decode step sit on it."""
+    from ridgeline.points import roofline_points
+
+    result = roofline_points(model, gpu, maths, prompt, batch, context, preset, gpu_file)
+    if as_json:
+        emit_json(result)
+        return
+    from ridgeline import _render
+
+    _render.roofline(result)
+
+
+@app.command()
+def gpus(gpu_file: Optional[str] = GPU_FILE, as_json: bool = JSON) -> None:
+    """The accelerator catalogue, with the user's own entries."""
+    from ridgeline.hardware import catalogue
+
+    entries = catalogue(gpu_file)
+    if as_json:
+        emit_json({name: asdict(acc) | {"ridge": acc.ridge("bf16")} for name, acc in entries.items()})
+        return
+    from ridgeline import _render
+
+    _render.gpus(entries)
+
+
+@app.command()
+def models(
+    spec: Optional[str] = typer.Argument(None, help="Describe one: a name, config.json or .gguf."),
+    weights: str = typer.Option("bf16", "--weights", "-w", help="Dtype for weight bytes."),
+    as_json: bool = JSON,
+) -> None:
+    """The model catalogue, or one model described."""
+    from ridgeline.describe import describe, describe_all
+
+    data = describe(spec, weights) if spec else describe_all(weights)
+    if as_json:
+        emit_json(data)
+        return
+    from ridgeline import _render
+
+    _render.models(data if isinstance(data, list) else [data])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI: user mistakes become one line on stderr and exit status 2."""
+    from typer.exceptions import TyperException
+
+    try:
+        result = app(args=argv, standalone_mode=False, prog_name="ridgeline")
+    except RidgelineError as exc:
+        sys.stderr.write(f"ridgeline: error: {exc}\n")
+        return 2
+    except TyperException as exc:
+        sys.stderr.write(f"ridgeline: error: {exc.format_message()} (see --help)\n")
+        return 2
+    except typer.Exit as exc:
+        return exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        sys.stderr.write("ridgeline: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+    return result if isinstance(result, int) else 0
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+def _register_faces() -> None:
+    """Each face (simulator, measurement, web lesson) adds its own commands from its
+    package's `commands` module, which imports nothing heavy at start-up."""
+    import importlib
+
+    for face in ("simulate", "measure", "web"):
+        name = f"ridgeline.{face}.commands"
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name in (name, f"ridgeline.{face}"):
+                continue
+            raise
+        module.register(app)
+
+
+_register_faces()

@@ -1,0 +1,27 @@
+"""The one exception a user can cause, with the fix in its message."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class RidgelineError(ValueError):
+    """A user mistake: bad input, an unknown name, a file that cannot be read.
+
+    The message is one line that names the bad value and says how to fix it; the
+    command line prints it on stderr and exits with status 2.
+    """
+
+
+def unknown_name(kind: str, name: str, known: Iterable[str], listing: str) -> RidgelineError:
+    """An unknown catalogue name, with the closest known names suggested."""
+    names = sorted(known)
+    close = difflib.get_close_matches(name.lower(), names, n=3, cutoff=0.4)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    return RidgelineError(f"unknown {kind} '{name}': {hint}`{listing}` lists them")
+
+
+def require_positive(name: str, value: float, unit: str = "") -> None:
+    if not value > 0:
+        raise RidgelineError(f"{name} must be positive, got {value:g}{unit}")

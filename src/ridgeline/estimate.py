@@ -1,0 +1,254 @@
+"""`estimate()`: one request on one deployment, every number and the reasons why.
+
+This module assembles the core (catalogues, ledger, roofline, timeline, memory plan,
+cost, explanation) into one typed result whose `to_dict()` is `ridgeline estimate --json`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ridgeline.architecture import Architecture
+from ridgeline.calibration import Calibration, load_calibration
+from ridgeline.cost import Cost, token_cost
+from ridgeline.errors import RidgelineError
+from ridgeline.explain import explain
+from ridgeline.hardware import Accelerator, get_accelerator
+from ridgeline.ledger import TRAINING_BYTES_PER_PARAM, training_flops_per_token
+from ridgeline.memory import MemoryPlan, plan
+from ridgeline.models import get_model
+from ridgeline.parallel import make_parallel
+from ridgeline.precision import make_precision
+from ridgeline.request import Timeline, request_timeline
+from ridgeline.roofline import Machine, StepTime, make_efficiency
+
+
+@dataclass(frozen=True)
+class Phase:
+    flops: float
+    bytes: float
+    intensity: float
+    bound: str
+    time_s: float
+    compute_s: float
+    memory_s: float
+    comm_s: float
+
+    @classmethod
+    def of(cls, step: StepTime) -> Phase:
+        return cls(
+            float(step.flops),
+            float(step.bytes),
+            float(step.intensity),
+            str(step.bound),
+            float(step.time_s),
+            float(step.compute_s),
+            float(step.memory_s),
+            float(step.comm_s),
+        )
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    family: str
+    parameters: int
+    active_parameters: int
+    layers: int
+    hidden: int
+    max_context: int
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    name: str
+    label: str
+    peak_flops: float
+    bandwidth_bytes_per_s: float
+    memory_bytes: float
+    interconnect_bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class Training:
+    flops_per_token: float
+    bytes_per_parameter: int
+
+
+@dataclass(frozen=True)
+class Estimate:
+    inputs: dict[str, Any]
+    model: ModelInfo
+    gpu: GpuInfo
+    prefill: Phase
+    decode: Phase  # the first decode step
+    ttft_s: float
+    tpot_s: float
+    total_s: float
+    decode_share: float
+    tokens_per_s: float
+    batch_tokens_per_s: float
+    ridge: float
+    effective_ridge: float
+    memory: MemoryPlan
+    cost: Cost
+    training: Training
+    explain: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_size(name: str, value: Any, minimum: int = 1) -> int:
+    """Sizes are whole numbers of tokens or sequences, at least `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise RidgelineError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    return value
+
+
+def build_machine(
+    model: str | Architecture = "llama-3.1-8b",
+    gpu: str | Accelerator = "h100-sxm",
+    weights: str = "bf16",
+    maths: str = "bf16",
+    kv_dtype: str = "bf16",
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    preset: str = "lesson",
+    compute_eff: float | None = None,
+    bandwidth_eff: float | None = None,
+    gpu_file: str | Path | None = None,
+    calibration: str | Path | Calibration | None = None,
+) -> Machine:
+    """Resolve names into the (model, precision, accelerator, parallelism, efficiency).
+
+    A calibration (from `ridgeline fit`) replaces the preset's efficiencies; explicit
+    --compute-eff / --bandwidth-eff still win over both."""
+    arch = model if isinstance(model, Architecture) else get_model(model)
+    hw = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu, gpu_file)
+    if weights == "file" and arch.file_bytes_per_param is None:
+        raise RidgelineError("--weights file needs a .gguf model; give a dtype such as bf16")
+    prec = make_precision(weights, maths, kv_dtype)
+    hw.peak(prec.maths)  # fail early when the accelerator lacks this maths dtype
+    for name, value in (("--tp", tp), ("--pp", pp), ("--ep", ep)):
+        check_size(name, value)
+    par = make_parallel(arch, tp, pp, ep)
+    eff = make_efficiency(preset, compute_eff, bandwidth_eff)
+    if calibration is not None:
+        cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration)
+        fitted = cal.efficiency(hw.peak(prec.maths), hw.bandwidth_bytes_per_s)
+        eff = replace(
+            fitted,
+            compute=fitted.compute if compute_eff is None else eff.compute,
+            bandwidth=fitted.bandwidth if bandwidth_eff is None else eff.bandwidth,
+        )
+    return Machine(arch, prec, hw, par, eff)
+
+
+def estimate(
+    model: str | Architecture = "llama-3.1-8b",
+    gpu: str | Accelerator = "h100-sxm",
+    weights: str = "bf16",
+    prompt: int = 2000,
+    output: int = 500,
+    batch: int = 1,
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    preset: str = "lesson",
+    compute_eff: float | None = None,
+    bandwidth_eff: float | None = None,
+    maths: str = "bf16",
+    kv_dtype: str = "bf16",
+    price_per_gpu_hour: float | None = None,
+    gpu_file: str | Path | None = None,
+    calibration: str | Path | Calibration | None = None,
+) -> Estimate:
+    """Estimate one request (or `batch` identical ones) end to end."""
+    for name, value in (("--prompt", prompt), ("--output", output), ("--batch", batch)):
+        check_size(name, value)
+    m = build_machine(
+        model,
+        gpu,
+        weights,
+        maths,
+        kv_dtype,
+        tp,
+        pp,
+        ep,
+        preset,
+        compute_eff,
+        bandwidth_eff,
+        gpu_file,
+        calibration,
+    )
+    if prompt + output > m.arch.max_context:
+        raise RidgelineError(
+            f"prompt + output = {prompt + output:,} tokens exceeds {m.arch.name}'s context of "
+            f"{m.arch.max_context:,}: shorten --prompt or --output"
+        )
+    price = m.hw.price_per_hour_usd if price_per_gpu_hour is None else price_per_gpu_hour
+    if price < 0:
+        raise RidgelineError(f"--price must not be negative, got {price:g}")
+    return assemble(m, prompt, output, batch, price, preset)
+
+
+def assemble(m: Machine, prompt: int, output: int, batch: int, price: float, preset: str) -> Estimate:
+    t: Timeline = request_timeline(m, prompt, output, batch)
+    mem = plan(m, prompt + output, batch)
+    arch, hw = m.arch, m.hw
+    return Estimate(
+        inputs={
+            "model": arch.name,
+            "gpu": hw.name,
+            "weights": m.prec.weights,
+            "maths": m.prec.maths,
+            "kv_dtype": m.prec.kv,
+            "prompt": prompt,
+            "output": output,
+            "batch": batch,
+            "tp": m.par.tp,
+            "pp": m.par.pp,
+            "ep": m.par.ep,
+            "preset": preset,
+            "compute_eff": m.eff.compute,
+            "bandwidth_eff": m.eff.bandwidth,
+            "step_overhead_s": m.eff.step_overhead_s,
+            "ttft_offset_s": m.eff.ttft_offset_s,
+            "price_per_gpu_hour_usd": price,
+        },
+        model=ModelInfo(
+            arch.name,
+            arch.family,
+            arch.parameters,
+            arch.active_parameters,
+            arch.layers,
+            arch.hidden,
+            arch.max_context,
+        ),
+        gpu=GpuInfo(
+            hw.name,
+            hw.label,
+            m.peak_flops,
+            hw.bandwidth_bytes_per_s,
+            hw.memory_bytes,
+            hw.interconnect_bytes_per_s,
+        ),
+        prefill=Phase.of(t.prefill),
+        decode=Phase.of(t.first_decode),
+        ttft_s=t.ttft_s,
+        tpot_s=t.tpot_s,
+        total_s=t.total_s,
+        decode_share=t.decode_share,
+        tokens_per_s=1.0 / t.tpot_s,
+        batch_tokens_per_s=batch / t.tpot_s,
+        ridge=m.ridge,
+        effective_ridge=m.effective_ridge,
+        memory=mem,
+        cost=token_cost(price, m.par.gpus, t.ttft_s, t.tpot_s, prompt, batch),
+        training=Training(training_flops_per_token(arch), TRAINING_BYTES_PER_PARAM),
+        explain=explain(m, t, mem, prompt, batch),
+    )

@@ -1,0 +1,75 @@
+"""Say in a line or two what dominates a request and what would help most, computed
+from the estimate's own numbers."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ridgeline.ledger import kv_bytes, model_weight_bytes
+from ridgeline.memory import MemoryPlan
+from ridgeline.precision import Precision
+from ridgeline.request import Timeline, decode_step
+from ridgeline.roofline import Machine, StepTime
+
+
+def _side(step: StepTime, m: Machine) -> str:
+    i = float(step.intensity)
+    ratio = i / m.effective_ridge
+    where = "above" if step.bound == "compute" else "below"
+    times = f"{ratio:.1f}x" if ratio >= 1 else f"1/{1 / ratio:.0f} of"
+    return f"{i:,.1f} FLOPs per byte, {times} the ridge of {m.effective_ridge:,.0f} ({where} it)"
+
+
+def explain(m: Machine, t: Timeline, mem: MemoryPlan, prompt: int, batch: int) -> list[str]:
+    gpu = m.hw.name
+    lines = [
+        f"Prefill of {batch * prompt:,} tokens does {_side(t.prefill, m)}: "
+        f"{t.prefill.bound}-bound on {gpu}, so TTFT {t.ttft_s * 1e3:,.1f} ms answers to "
+        + ("arithmetic." if t.prefill.bound == "compute" else "memory bandwidth."),
+    ]
+    d = t.first_decode
+    weights = model_weight_bytes(m.arch, m.prec) / m.par.gpus
+    kv = batch * float(kv_bytes(m.arch, m.prec, prompt)) / m.par.gpus
+    lines.append(
+        f"Decode at batch {batch} does {_side(d, m)}: {d.bound}-bound; each step reads "
+        f"{weights / 1e9:,.2f} GB of weights and {kv / 1e9:,.2f} GB of KV cache per GPU, "
+        f"so TPOT is {t.tpot_s * 1e3:,.2f} ms and decode is {t.decode_share:.0%} of the request."
+    )
+    lines.append(_advice(m, t, mem, prompt, batch, weights, kv))
+    return lines
+
+
+def _advice(
+    m: Machine, t: Timeline, mem: MemoryPlan, prompt: int, batch: int, weights: float, kv: float
+) -> str:
+    if not mem.fits:
+        fix = mem.cheapest
+        how = f"; cheapest plan that serves: {fix.weights} weights on {fix.gpus} GPU(s)" if fix else ""
+        return (
+            f"It does not fit: each GPU needs {mem.per_gpu.total_bytes / 1e9:,.1f} GB of "
+            f"{mem.per_gpu.usable_bytes / 1e9:,.1f} GB usable{how}."
+        )
+    comm = float(t.first_decode.comm_s)
+    if comm > 0.25 * float(t.first_decode.time_s):
+        return (
+            f"Communication is {comm / float(t.first_decode.time_s):.0%} of each decode step: "
+            "fewer GPUs or a faster interconnect would help more than more GPUs."
+        )
+    if t.decode_share < 0.5:
+        return (
+            "The prompt dominates: trim or cache it (prefix caching), or run the maths in fp8, to cut TTFT."
+        )
+    if t.first_decode.bound == "compute":
+        return "Decode is already compute-bound: more batch only trades latency; faster maths (fp8) helps."
+    if kv > weights:
+        return (
+            f"KV reads outweigh the weights ({kv / weights:.1f}x): an fp8 KV cache or shorter "
+            "contexts help most; more batch adds still more KV."
+        )
+    int4 = replace(m, prec=Precision("int4", m.prec.maths, m.prec.kv))
+    faster = float(t.first_decode.time_s) / float(decode_step(int4, prompt, batch).time_s)
+    room = f" (memory holds {mem.max_batch:,})" if mem.max_batch > batch else ""
+    return (
+        f"Weight reads dominate decode: batching shares them, so more sequences per step raise "
+        f"throughput almost for free{room}; int4 weights would make each step {faster:.1f}x faster."
+    )

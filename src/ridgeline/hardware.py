@@ -1,0 +1,134 @@
+"""Accelerators: peaks per maths dtype, bandwidth, memory, interconnect, price.
+
+The catalogue is `data/gpus.toml`. Users extend it with their own TOML or JSON file
+(`--gpu-file`, the `RIDGELINE_GPUS` environment variable, or `gpus.toml`/`gpus.json`
+in the config folder, where `ridgeline probe` saves `host`), or with one-off flags.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ridgeline import _files
+from ridgeline.errors import RidgelineError, require_positive, unknown_name
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    name: str
+    peak_flops: dict[str, float]
+    bandwidth_bytes_per_s: float
+    memory_bytes: float
+    interconnect_bytes_per_s: float = 0.0
+    label: str = ""
+    interconnect: str = ""
+    price_per_hour_usd: float = 0.0
+    source: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def peak(self, maths: str) -> float:
+        """Dense peak FLOP/s for a maths dtype (fp16 falls back to bf16 and back)."""
+        for dtype in (maths, {"fp16": "bf16", "bf16": "fp16"}.get(maths, maths)):
+            if dtype in self.peak_flops:
+                return self.peak_flops[dtype]
+        have = ", ".join(sorted(self.peak_flops))
+        raise RidgelineError(f"{self.name} has no {maths} peak (it has {have}); choose --maths from those")
+
+    def ridge(self, maths: str = "bf16") -> float:
+        """The ridge point: peak FLOP/s over bandwidth, in FLOPs per byte."""
+        return self.peak(maths) / self.bandwidth_bytes_per_s
+
+
+def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
+    try:
+        peaks = {str(k): float(v) for k, v in dict(entry["peak_flops"]).items()}
+        acc = Accelerator(
+            name=name,
+            peak_flops=peaks,
+            bandwidth_bytes_per_s=float(entry["bandwidth_bytes_per_s"]),
+            memory_bytes=float(entry["memory_bytes"]),
+            interconnect_bytes_per_s=float(entry.get("interconnect_bytes_per_s", 0.0)),
+            label=str(entry.get("label", name)),
+            interconnect=str(entry.get("interconnect", "")),
+            price_per_hour_usd=float(entry.get("price_per_hour_usd", 0.0)),
+            source=str(entry.get("source", where)),
+        )
+    except KeyError as exc:
+        raise RidgelineError(
+            f"accelerator '{name}' in {where} lacks {exc.args[0]}: give peak_flops, "
+            "bandwidth_bytes_per_s and memory_bytes"
+        ) from None
+    except (TypeError, ValueError, AttributeError):
+        raise RidgelineError(
+            f"accelerator '{name}' in {where} has a non-numeric value: numbers such as 989e12"
+        ) from None
+    for dtype, peak in peaks.items():
+        require_positive(f"{name} peak_flops.{dtype}", peak)
+    require_positive(f"{name} bandwidth_bytes_per_s", acc.bandwidth_bytes_per_s)
+    require_positive(f"{name} memory_bytes", acc.memory_bytes)
+    return acc
+
+
+def _entries(data: dict[str, Any], where: str) -> dict[str, Accelerator]:
+    out = {}
+    for name, entry in data.items():
+        if not isinstance(entry, dict):
+            raise RidgelineError(f"{where}: '{name}' must be a table of fields, see data/gpus.toml")
+        out[name] = _from_entry(name, entry, where)
+    return out
+
+
+@lru_cache(maxsize=1)
+def builtin_catalogue() -> dict[str, Accelerator]:
+    return _entries(_files.parse(_files.package_text("gpus.toml"), "gpus.toml"), "gpus.toml")
+
+
+def user_files(gpu_file: str | Path | None = None) -> list[Path]:
+    paths = [_files.config_dir() / n for n in ("gpus.toml", "gpus.json")]
+    paths = [p for p in paths if p.exists()]
+    paths += [Path(p) for p in os.environ.get("RIDGELINE_GPUS", "").split(os.pathsep) if p]
+    if gpu_file:
+        paths.append(Path(gpu_file))
+    return paths
+
+
+def catalogue(gpu_file: str | Path | None = None) -> dict[str, Accelerator]:
+    """Built-in accelerators, then the user's files; later entries win."""
+    gpus = dict(builtin_catalogue())
+    for path in user_files(gpu_file):
+        gpus.update(_entries(_files.read_user_file(path), str(path)))
+    return gpus
+
+
+def get_accelerator(
+    name: str = "h100-sxm",
+    gpu_file: str | Path | None = None,
+    peak_tflops: float | None = None,
+    bandwidth_tbs: float | None = None,
+    memory_gb: float | None = None,
+) -> Accelerator:
+    """One accelerator by name, with optional one-off overrides in TFLOP/s, TB/s and GB."""
+    gpus = catalogue(gpu_file)
+    key = name.lower()
+    if key not in gpus:
+        raise unknown_name("GPU", name, gpus, "ridgeline gpus")
+    acc = gpus[key]
+    changes: dict[str, Any] = {}
+    if peak_tflops is not None:
+        require_positive("--peak-tflops", peak_tflops)
+        changes["peak_flops"] = {**acc.peak_flops, "bf16": peak_tflops * 1e12}
+    if bandwidth_tbs is not None:
+        require_positive("--bandwidth-tbs", bandwidth_tbs)
+        changes["bandwidth_bytes_per_s"] = bandwidth_tbs * 1e12
+    if memory_gb is not None:
+        require_positive("--memory-gb", memory_gb)
+        changes["memory_bytes"] = memory_gb * 1e9
+    if changes:
+        from dataclasses import replace
+
+        acc = replace(acc, **changes, source=f"{acc.source} (overridden on the command line)")
+    return acc

@@ -1,0 +1,155 @@
+"""Read a Hugging Face `config.json` into an Architecture.
+
+Llama, Mistral, Qwen2/Qwen3 (GQA, tied embeddings); Gemma 2 and 3 (interleaved
+sliding-window layers, head dim not hidden/heads); Mixtral, Qwen-MoE and gpt-oss
+(mixture of experts); DeepSeek-V2/V3 (multi-head latent attention, shared experts,
+the first dense layers). Fields follow the transformers configuration classes,
+including their defaults when a field is omitted (tie_word_embeddings defaults to true).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ridgeline.architecture import Architecture
+from ridgeline.errors import RidgelineError
+
+DENSE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text", "phi3"}
+MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "deepseek_v2", "deepseek_v3"}
+SUPPORTED = sorted(DENSE | MOE)
+
+
+def _need(cfg: dict[str, Any], key: str, where: str) -> Any:
+    if key not in cfg or cfg[key] is None:
+        raise RidgelineError(f"{where} lacks '{key}', which a {cfg.get('model_type')} config needs")
+    return cfg[key]
+
+
+def _windows(cfg: dict[str, Any], family: str, layers: int) -> tuple[int, ...]:
+    window = int(cfg.get("sliding_window") or 0)
+    if not window:
+        return ()
+    if types := cfg.get("layer_types"):
+        return tuple(window if t == "sliding_attention" else 0 for t in types)
+    if family == "gemma2":
+        return tuple(window if i % 2 == 0 else 0 for i in range(layers))
+    if family in ("gemma3", "gemma3_text"):
+        pattern = int(cfg.get("sliding_window_pattern") or 6)
+        return tuple(0 if (i + 1) % pattern == 0 else window for i in range(layers))
+    if family in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe") and not cfg.get("use_sliding_window"):
+        return ()
+    return (window,) * layers
+
+
+def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "config.json") -> Architecture:
+    """Build an Architecture from a parsed config.json; one clear error on bad input."""
+    if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers (Gemma 3)
+        cfg = {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", "gemma3")}
+    family = str(cfg.get("model_type", "")).lower()
+    if family not in DENSE | MOE:
+        raise RidgelineError(
+            f"unknown architecture '{family or '(no model_type)'}' in {where}: "
+            f"supported model_type values are {', '.join(SUPPORTED)}"
+        )
+    try:
+        layers = int(_need(cfg, "num_hidden_layers", where))
+        hidden = int(_need(cfg, "hidden_size", where))
+        heads = int(_need(cfg, "num_attention_heads", where))
+        kv_heads = int(cfg.get("num_key_value_heads") or heads)
+        head_dim = int(cfg.get("head_dim") or hidden // heads)
+        vocab = int(_need(cfg, "vocab_size", where))
+        mlp = int(cfg.get("intermediate_size") or 0)
+        context = int(cfg.get("max_position_embeddings") or 0)
+        fields: dict[str, Any] = {}
+        if family in ("gemma2", "gemma3", "gemma3_text"):
+            fields["norms_per_layer"] = 4
+        if family in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"):
+            fields["qk_norm"] = True
+        if family in ("qwen2", "qwen2_moe") or cfg.get("attention_bias"):
+            fields["attention_bias"] = True
+        if family == "mixtral":
+            fields.update(experts=int(cfg["num_local_experts"]), expert_mlp=mlp)
+        elif family in ("qwen2_moe", "qwen3_moe"):
+            fields.update(
+                experts=int(cfg["num_experts"]),
+                expert_mlp=int(cfg["moe_intermediate_size"]),
+                shared_expert_mlp=int(cfg.get("shared_expert_intermediate_size") or 0),
+                shared_expert_gate=bool(cfg.get("shared_expert_intermediate_size")),
+                dense_layers=len(cfg.get("mlp_only_layers") or []),
+            )
+        elif family == "gpt_oss":
+            fields.update(
+                experts=int(cfg["num_local_experts"]),
+                expert_mlp=mlp,
+                expert_bias=True,
+                router_bias=True,
+                attention_bias=True,
+                attention_sinks=True,
+            )
+        elif family in ("deepseek_v2", "deepseek_v3"):
+            shared = int(cfg.get("n_shared_experts") or 0)
+            moe_mlp = int(cfg["moe_intermediate_size"])
+            fields.update(
+                experts=int(cfg["n_routed_experts"]),
+                expert_mlp=moe_mlp,
+                shared_expert_mlp=shared * moe_mlp,
+                router_bias=family == "deepseek_v3",
+                dense_layers=int(cfg.get("first_k_dense_replace") or 0),
+                q_lora_rank=int(cfg.get("q_lora_rank") or 0),
+                kv_lora_rank=int(cfg["kv_lora_rank"]),
+                qk_nope_head_dim=int(cfg["qk_nope_head_dim"]),
+                qk_rope_head_dim=int(cfg["qk_rope_head_dim"]),
+                v_head_dim=int(cfg["v_head_dim"]),
+            )
+            head_dim = int(cfg["qk_nope_head_dim"]) + int(cfg["qk_rope_head_dim"])
+        if family in MOE:
+            fields["experts_per_token"] = int(
+                cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0
+            )
+    except KeyError as exc:
+        raise RidgelineError(f"{where} lacks '{exc.args[0]}', which a {family} config needs") from None
+    except (TypeError, ValueError):
+        raise RidgelineError(f"{where} has a non-integer size field; fix the file") from None
+    arch = Architecture(
+        name=name,
+        family=family,
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        mlp=mlp,
+        vocab=vocab,
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        max_context=context,
+        windows=_windows(cfg, family, layers),
+        **fields,
+    )
+    validate(arch, where)
+    return arch
+
+
+def validate(arch: Architecture, where: str) -> None:
+    sizes = {
+        "num_hidden_layers": arch.layers,
+        "hidden_size": arch.hidden,
+        "num_attention_heads": arch.heads,
+        "num_key_value_heads": arch.kv_heads,
+        "head_dim": arch.head_dim,
+        "vocab_size": arch.vocab,
+        "max_position_embeddings": arch.max_context,
+    }
+    for key, value in sizes.items():
+        if value <= 0:
+            raise RidgelineError(f"{where}: {key} must be a positive integer, got {value}")
+    if not arch.is_moe and arch.mlp <= 0:
+        raise RidgelineError(f"{where}: intermediate_size must be a positive integer")
+    if arch.heads % arch.kv_heads:
+        raise RidgelineError(
+            f"{where}: num_attention_heads ({arch.heads}) is not a multiple of "
+            f"num_key_value_heads ({arch.kv_heads})"
+        )
+    if arch.is_moe and not 0 < arch.experts_per_token <= arch.experts:
+        raise RidgelineError(f"{where}: num_experts_per_tok must be between 1 and the experts")
+    if arch.windows and len(arch.windows) != arch.layers:
+        raise RidgelineError(f"{where}: layer_types has {len(arch.windows)} entries for {arch.layers} layers")

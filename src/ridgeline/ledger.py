@@ -1,0 +1,145 @@
+"""FLOPs and bytes of one forward pass: the lesson's equations, symbol for symbol.
+
+A pass carries T new tokens spread over sequences that each already hold a context of
+c cached tokens. For the whole model (before any parallel split):
+
+    FLOPs  = 2 * P_active * T                       every parameter, 2 FLOPs per token
+           + sum_layers a * pairs                   causal attention, a = 4 * heads * head_dim
+    pairs  = n*c + n^2/2  per sequence               (prefill c=0: 2*L*d*N^2 in all)
+    bytes  = weight bytes read once for the batch    (MoE: only the experts the step touches)
+           + sum_seq c * k                          each sequence's KV cache, k bytes a token
+           + T * k                                  the new keys and values written
+
+Sliding-window layers attend to, and read, at most `window` cached tokens. Every size may
+be a float or a numpy array, so a sweep is one call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ridgeline._num import Num, clip, minimum
+from ridgeline.architecture import Architecture
+from ridgeline.precision import Precision
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one forward pass costs the whole model."""
+
+    tokens: Num
+    linear_flops: Num
+    attention_flops: Num
+    weight_bytes: Num
+    kv_read_bytes: Num
+    kv_write_bytes: Num
+
+    @property
+    def flops(self) -> Num:
+        return self.linear_flops + self.attention_flops
+
+    @property
+    def bytes(self) -> Num:
+        return self.weight_bytes + self.kv_read_bytes + self.kv_write_bytes
+
+    @property
+    def intensity(self) -> Num:
+        """Arithmetic intensity: FLOPs per byte moved."""
+        return self.flops / self.bytes
+
+
+def attended_pairs(new_tokens: Num, context: Num, window: int = 0) -> Num:
+    """(query, key) pairs when n new tokens follow c cached ones, causally.
+
+    Global attention: n*c + n^2/2. A window w caps each query's keys at w: the first
+    k = clip(w - c, 0, n) queries still see all before them, the rest see w each.
+    """
+    n, c = new_tokens, context
+    if not window:
+        return n * c + n * n / 2
+    k = clip(window - c, 0, n)
+    return k * c + k * k / 2 + (n - k) * window
+
+
+def cached_tokens(context: Num, window: int = 0) -> Num:
+    """Cached tokens a layer reads: all of them, or the last `window`."""
+    return minimum(context, window) if window else context
+
+
+def weight_bytes_per_param(arch: Architecture, prec: Precision) -> float:
+    """Bytes per stored weight: the GGUF file's own mix when known, else --weights."""
+    if arch.file_bytes_per_param is not None and prec.weights == "file":
+        return arch.file_bytes_per_param
+    return prec.weight_bytes_per_param
+
+
+def model_weight_bytes(arch: Architecture, prec: Precision) -> float:
+    return arch.parameters * weight_bytes_per_param(arch, prec)
+
+
+def distinct_experts(arch: Architecture, tokens: Num) -> Num:
+    """Expected distinct experts a step of T tokens touches per MoE layer:
+    E * (1 - (1 - k/E)^T), with routing taken as uniform and independent."""
+    e, k = arch.experts, arch.experts_per_token
+    return e * (1.0 - (1.0 - k / e) ** tokens)
+
+
+def weights_read_bytes(arch: Architecture, prec: Precision, tokens: Num) -> Num:
+    """Weight bytes one pass reads: all of them for a dense model; for MoE the fixed part
+    plus the experts that the step's tokens route to."""
+    per_param = weight_bytes_per_param(arch, prec)
+    if not arch.is_moe:
+        return arch.parameters * per_param
+    fixed = arch.parameters - arch.routed_expert_params
+    experts = arch.moe_layers * distinct_experts(arch, tokens) * arch.expert_params
+    return (fixed + experts) * per_param
+
+
+def kv_bytes_per_token(arch: Architecture, prec: Precision) -> float:
+    """k: bytes of keys and values one token adds across all layers (within any window)."""
+    return arch.layers * arch.kv_elements_per_token_per_layer * prec.kv_bytes_per_element
+
+
+def kv_bytes(arch: Architecture, prec: Precision, context: Num) -> Num:
+    """Bytes of KV cache one sequence holds at a context, sliding layers capped."""
+    per_layer = arch.kv_elements_per_token_per_layer * prec.kv_bytes_per_element
+    return sum(n * per_layer * cached_tokens(context, w) for n, w in arch.window_groups())
+
+
+def pass_work(arch: Architecture, prec: Precision, new_tokens: Num, context: Num = 0, batch: Num = 1) -> Work:
+    """A pass of `batch` identical sequences, each adding `new_tokens` after `context`.
+
+    A prefill of N tokens is (N, 0); a decode step at context C is (1, C).
+    """
+    tokens = batch * new_tokens
+    pairs = [(n, batch * attended_pairs(new_tokens, context, w)) for n, w in arch.window_groups()]
+    cached = [(n, batch * cached_tokens(context, w)) for n, w in arch.window_groups()]
+    return work_from_totals(arch, prec, tokens, pairs, cached)
+
+
+def work_from_totals(
+    arch: Architecture,
+    prec: Precision,
+    tokens: Num,
+    pairs: list[tuple[int, Num]],
+    cached: list[tuple[int, Num]],
+) -> Work:
+    """The general form, for mixed batches: per window group (layers, total over the
+    sequences), the attended pairs and the cached tokens read."""
+    kv_per_layer = arch.kv_elements_per_token_per_layer * prec.kv_bytes_per_element
+    return Work(
+        tokens=tokens,
+        linear_flops=2.0 * arch.active_parameters * tokens,
+        attention_flops=arch.attention_flops_per_pair * sum(n * p for n, p in pairs),
+        weight_bytes=weights_read_bytes(arch, prec, tokens),
+        kv_read_bytes=kv_per_layer * sum(n * c for n, c in cached),
+        kv_write_bytes=kv_bytes_per_token(arch, prec) * tokens,
+    )
+
+
+def training_flops_per_token(arch: Architecture) -> float:
+    """Training: forward 2P plus backward 4P, 6 x params FLOPs per token."""
+    return 6.0 * arch.active_parameters
+
+
+TRAINING_BYTES_PER_PARAM = 16  # bf16 weights + grads, fp32 master weights + two Adam moments

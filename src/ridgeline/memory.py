@@ -1,0 +1,152 @@
+"""The memory plan: weights + KV cache + activations + runtime overhead, per GPU.
+
+Like vLLM, only a fraction of each GPU's memory is planned for (gpu_memory_utilization,
+0.9 by default); a fixed runtime overhead (CUDA context, workspaces, graphs) comes out of
+that. A plan fits when every GPU's share fits; it *serves* when the KV room left also
+holds a modest continuous batch (8 sequences of the request's length by default), the
+lesson's "fitting is not enough".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ridgeline.ledger import kv_bytes, kv_bytes_per_token, model_weight_bytes
+from ridgeline.parallel import Parallel, kv_share_per_gpu, make_parallel, weight_share_per_gpu
+from ridgeline.precision import Precision
+from ridgeline.roofline import Machine
+
+GPU_MEMORY_UTILIZATION = 0.9
+RUNTIME_OVERHEAD_BYTES = 1.0e9
+MIN_SERVING_SEQUENCES = 8
+MAX_BATCHED_TOKENS = 8192  # the prefill chunk whose activations must fit at once
+
+
+@dataclass(frozen=True)
+class PerGpu:
+    weight_bytes: float
+    kv_bytes: float
+    activation_bytes: float
+    overhead_bytes: float
+    total_bytes: float
+    capacity_bytes: float
+    usable_bytes: float
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    weights: str
+    tp: int
+    gpus: int
+    max_batch: int
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    weight_bytes: float
+    kv_bytes_per_token: float
+    kv_bytes: float
+    activation_bytes: float
+    total_bytes: float
+    fits: bool
+    shortfall_bytes: float  # per GPU, 0 when it fits
+    max_batch: int  # sequences of this context that fit beside the weights
+    max_context: int  # tokens per sequence that fit at this batch
+    serves: bool
+    per_gpu: PerGpu
+    suggestions: list[Suggestion] = field(default_factory=list)
+
+    @property
+    def cheapest(self) -> Suggestion | None:
+        return self.suggestions[0] if self.suggestions else None
+
+
+def activation_bytes_per_gpu(m: Machine, tokens: int) -> float:
+    """Peak activations of one pass: the residual stream, attention and MLP
+    intermediates of a chunk of tokens, split by TP, plus fp32 logits of its last tokens."""
+    a = m.arch
+    width = 4 * a.hidden + (2 * (a.expert_mlp if a.is_moe else a.mlp) + 2 * a.q_dim) / m.par.tp
+    return tokens * width * m.prec.activation_bytes
+
+
+def plan(
+    m: Machine,
+    context: int,
+    batch: int = 1,
+    utilization: float = GPU_MEMORY_UTILIZATION,
+    overhead_bytes: float = RUNTIME_OVERHEAD_BYTES,
+    suggest: bool = True,
+) -> MemoryPlan:
+    """Memory for `batch` sequences of `context` tokens each (prompt + output)."""
+    a, par = m.arch, m.par
+    weights = model_weight_bytes(a, m.prec)
+    kv_seq = float(kv_bytes(a, m.prec, context))
+    kv_gpu_seq = kv_seq * kv_share_per_gpu(a, par)
+    chunk = min(batch * context, MAX_BATCHED_TOKENS)
+    act = activation_bytes_per_gpu(m, chunk) + batch * a.vocab * 4 / par.tp
+    w_gpu = weights * weight_share_per_gpu(a, par)
+    capacity = m.hw.memory_bytes
+    usable = capacity * utilization
+    total_gpu = w_gpu + batch * kv_gpu_seq + act + overhead_bytes
+    room = usable - w_gpu - act - overhead_bytes
+    max_batch = max(int(room // kv_gpu_seq), 0) if kv_gpu_seq > 0 else 0
+    per_token_gpu = kv_bytes_per_token(a, m.prec) * kv_share_per_gpu(a, par)
+    max_context = _max_context(m, batch, room, per_token_gpu)
+    fits = total_gpu <= usable
+    result = MemoryPlan(
+        weight_bytes=weights,
+        kv_bytes_per_token=kv_bytes_per_token(a, m.prec),
+        kv_bytes=batch * kv_seq,
+        activation_bytes=act * par.gpus,
+        total_bytes=weights + batch * kv_seq + (act + overhead_bytes) * par.gpus,
+        fits=fits,
+        shortfall_bytes=max(total_gpu - usable, 0.0),
+        max_batch=max_batch,
+        max_context=max_context,
+        serves=fits and max_batch >= max(batch, MIN_SERVING_SEQUENCES),
+        per_gpu=PerGpu(w_gpu, batch * kv_gpu_seq, act, overhead_bytes, total_gpu, capacity, usable),
+    )
+    if suggest and not result.serves:
+        result = replace(result, suggestions=suggestions(m, context, batch, utilization, overhead_bytes))
+    return result
+
+
+def _max_context(m: Machine, batch: int, room: float, per_token_gpu: float) -> int:
+    """Longest context per sequence at this batch; sliding windows make it piecewise."""
+    if room <= 0 or per_token_gpu <= 0:
+        return 0
+    lo, hi = 0, max(m.arch.max_context, 1)
+    share = kv_share_per_gpu(m.arch, m.par)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if batch * float(kv_bytes(m.arch, m.prec, mid)) * share <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def suggestions(
+    m: Machine, context: int, batch: int, utilization: float, overhead_bytes: float
+) -> list[Suggestion]:
+    """For the current weights and each narrower one, the fewest tensor-parallel GPUs
+    (1, 2, 4, 8) whose plan serves; cheapest (fewest GPUs, then widest weights) first."""
+    options = [m.prec.weights] + [w for w in ("fp8", "int4-g128") if _narrower(w, m.prec)]
+    found = []
+    for weights in options:
+        for tp in (1, 2, 4, 8):
+            try:
+                par = make_parallel(m.arch, tp, m.par.pp, m.par.ep)
+            except ValueError:
+                continue
+            trial = replace(m, prec=replace(m.prec, weights=weights), par=Parallel(par.tp, par.pp, par.ep))
+            p = plan(trial, context, batch, utilization, overhead_bytes, suggest=False)
+            if p.serves:
+                found.append(Suggestion(weights, tp, tp * m.par.pp, p.max_batch))
+                break
+    bits = {w: i for i, w in enumerate(options)}
+    return sorted(found, key=lambda s: (s.gpus, bits[s.weights]))
+
+
+def _narrower(weights: str, prec: Precision) -> bool:
+    return Precision(weights).weight_bytes_per_param < prec.weight_bytes_per_param

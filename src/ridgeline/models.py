@@ -1,0 +1,78 @@
+"""Find a model by what the user typed: a catalogue name, a config.json, a .gguf file,
+or a Hugging Face repository id (from the local cache, or fetched when online)."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from ridgeline import _files
+from ridgeline.architecture import Architecture
+from ridgeline.errors import RidgelineError, unknown_name
+from ridgeline.hf_config import architecture_from_config
+
+
+def catalogue_names() -> list[str]:
+    return _files.package_names("models", ".json")
+
+
+@lru_cache(maxsize=64)
+def catalogue_model(name: str) -> Architecture:
+    text = _files.package_text("models", f"{name}.json")
+    return architecture_from_config(_files.parse(text, f"{name}.json"), name, f"{name}.json")
+
+
+def _hf_cached_config(repo: str) -> Path | None:
+    """The newest config.json for `org/name` in the local Hugging Face cache."""
+    home = Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
+    hub = Path(os.environ.get("HF_HUB_CACHE") or home / "hub")
+    snapshots = hub / f"models--{repo.replace('/', '--')}" / "snapshots"
+    found = sorted(snapshots.glob("*/config.json"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def _hf_config(repo: str) -> Path:
+    cached = _hf_cached_config(repo)
+    if cached:
+        return cached
+    if os.environ.get("HF_HUB_OFFLINE") not in (None, "", "0"):
+        raise RidgelineError(
+            f"'{repo}' is not in the Hugging Face cache and HF_HUB_OFFLINE is set: "
+            "download its config.json and pass --model path/to/config.json"
+        )
+    try:
+        from huggingface_hub import hf_hub_download  # optional: pip install ridgeline[hub]
+    except ImportError:
+        raise RidgelineError(
+            f"'{repo}' is not in the local Hugging Face cache: pass --model path/to/config.json, "
+            "or pip install huggingface_hub to fetch it"
+        ) from None
+    try:
+        return Path(hf_hub_download(repo, "config.json"))
+    except Exception as exc:  # network, auth, missing repo: all one line for the user
+        raise RidgelineError(
+            f"could not fetch config.json for '{repo}' ({type(exc).__name__}): "
+            "download it yourself and pass --model path/to/config.json"
+        ) from None
+
+
+def get_model(spec: str = "llama-3.1-8b") -> Architecture:
+    """Resolve --model: catalogue name, path to config.json or .gguf, or org/name."""
+    if spec.lower() in catalogue_names():
+        return catalogue_model(spec.lower())
+    path = Path(spec).expanduser()
+    if spec.endswith(".gguf"):
+        if not path.is_file():
+            raise RidgelineError(f"GGUF file not found: {path}; check the path")
+        from ridgeline.gguf_file import architecture_from_gguf
+
+        return architecture_from_gguf(path)
+    if spec.endswith(".json") or path.is_file():
+        return architecture_from_config(_files.read_user_file(path), path.parent.name or path.stem, str(path))
+    if path.is_dir() and (path / "config.json").is_file():
+        return get_model(str(path / "config.json"))
+    if spec.count("/") == 1 and not path.exists():
+        config = _hf_config(spec)
+        return architecture_from_config(_files.read_user_file(config), spec.split("/")[1], str(config))
+    raise unknown_name("model", spec, catalogue_names(), "ridgeline models")

@@ -1,0 +1,113 @@
+"""Tensor, pipeline and expert parallelism: how a pass splits over GPUs and what the
+GPUs must say to each other.
+
+Tensor parallel N splits every layer: weights, FLOPs and KV heads N ways (KV heads
+are replicated when N exceeds them, as vLLM does; an MLA latent is replicated on every
+rank). Each layer then ends in two all-reduces of tokens x hidden activations; a ring
+moves 2(N-1)/N of that over each GPU's link, plus a fixed latency per collective.
+Pipeline parallel P splits the layers into P stages: each GPU holds 1/P of the model but
+a token still passes through every stage, so latency does not fall; P-1 hand-offs of
+tokens x hidden cross the links. Expert parallel E spreads a MoE model's routed experts
+over E GPUs (the TP GPUs), with an all-to-all dispatch and combine per MoE layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ridgeline._num import Num
+from ridgeline.architecture import Architecture
+from ridgeline.errors import RidgelineError
+from ridgeline.hardware import Accelerator
+from ridgeline.precision import Precision
+
+COLLECTIVE_LATENCY_S = 8e-6  # per all-reduce or hand-off: launch plus link latency
+
+
+@dataclass(frozen=True)
+class Parallel:
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+
+def make_parallel(arch: Architecture, tp: int = 1, pp: int = 1, ep: int = 1) -> Parallel:
+    for name, value in (("--tp", tp), ("--pp", pp), ("--ep", ep)):
+        if value < 1:
+            raise RidgelineError(f"{name} must be a positive integer, got {value}")
+    if arch.heads % tp:
+        raise RidgelineError(
+            f"--tp {tp} does not divide {arch.name}'s {arch.heads} attention heads: "
+            f"choose a divisor of {arch.heads}"
+        )
+    if tp > arch.kv_heads and tp % arch.kv_heads and not arch.is_mla:
+        raise RidgelineError(
+            f"--tp {tp} cannot replicate {arch.name}'s {arch.kv_heads} KV heads evenly: "
+            f"choose a multiple or divisor of {arch.kv_heads}"
+        )
+    if pp > arch.layers:
+        raise RidgelineError(f"--pp {pp} exceeds {arch.name}'s {arch.layers} layers")
+    if ep > 1 and not arch.is_moe:
+        raise RidgelineError(f"--ep applies to mixture-of-experts models; {arch.name} is dense")
+    if ep > 1 and (arch.experts % ep or ep > tp * pp):
+        raise RidgelineError(
+            f"--ep {ep} must divide the {arch.experts} experts and not exceed the {tp * pp} GPUs"
+        )
+    return Parallel(tp, pp, ep)
+
+
+def kv_share_per_gpu(arch: Architecture, par: Parallel) -> float:
+    """Fraction of one sequence's KV cache each GPU holds."""
+    if arch.is_mla:
+        return 1.0 / par.pp  # the latent is not split by heads: every TP rank keeps it
+    return max(arch.kv_heads, par.tp) / arch.kv_heads / par.tp / par.pp
+
+
+def weight_share_per_gpu(arch: Architecture, par: Parallel) -> float:
+    """Fraction of the weights each GPU holds. Experts split over ep (within the GPUs);
+    everything else over tp. Pipeline stages each hold 1/pp of the layers."""
+    if not arch.is_moe or par.ep == 1:
+        return 1.0 / (par.tp * par.pp)
+    experts = arch.routed_expert_params / arch.parameters
+    return ((1.0 - experts) / par.tp + experts / par.ep) / par.pp
+
+
+def comm_bytes_per_gpu(arch: Architecture, prec: Precision, tokens: Num, par: Parallel) -> Num:
+    """Bytes each GPU sends in one pass: TP all-reduces, PP hand-offs, EP all-to-alls."""
+    act = tokens * arch.hidden * prec.activation_bytes
+    total: Num = 0.0
+    if par.tp > 1:
+        total = total + 2 * arch.layers * act * 2 * (par.tp - 1) / par.tp
+    if par.pp > 1:
+        total = total + (par.pp - 1) * act
+    if par.ep > 1:
+        per_token = arch.experts_per_token * (par.ep - 1) / par.ep
+        total = total + 2 * arch.moe_layers * act * per_token
+    return total
+
+
+def collectives_per_pass(arch: Architecture, par: Parallel) -> int:
+    n = 0
+    if par.tp > 1:
+        n += 2 * arch.layers
+    if par.pp > 1:
+        n += par.pp - 1
+    if par.ep > 1:
+        n += 2 * arch.moe_layers
+    return n
+
+
+def comm_time_s(arch: Architecture, prec: Precision, hw: Accelerator, tokens: Num, par: Parallel) -> Num:
+    """Time spent communicating in one pass: bytes over the link plus latency per
+    collective. Counted on top of the compute and memory time (not overlapped)."""
+    n = collectives_per_pass(arch, par)
+    if n == 0:
+        return 0.0 * tokens
+    if hw.interconnect_bytes_per_s <= 0:
+        raise RidgelineError(f"{hw.name} has no interconnect bandwidth; add interconnect_bytes_per_s")
+    link_s = comm_bytes_per_gpu(arch, prec, tokens, par) / hw.interconnect_bytes_per_s
+    return link_s + n * COLLECTIVE_LATENCY_S

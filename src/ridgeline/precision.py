@@ -1,0 +1,70 @@
+"""Weight, maths and KV-cache dtypes, set separately, and their bytes.
+
+Bytes per weight: bf16 2, fp8 1, int8 1, int4 0.5. A weight-only scheme may carry a
+bf16 scale per group: `int4-g128` stores 4 bits per weight plus 16 bits per 128
+weights, 4.125 bits in all.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ridgeline.errors import RidgelineError
+
+BITS = {"fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp8": 8.0, "int8": 8.0, "int4": 4.0, "fp4": 4.0}
+MATHS_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp4", "fp32")
+KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
+SCALE_BITS = 16.0  # one bf16 scale per group
+_WEIGHTS = re.compile(r"^(?P<dtype>[a-z0-9]+?)(?:-g(?P<group>\d+))?$")
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Three dtypes: the stored weights, the arithmetic, the KV cache."""
+
+    weights: str = "bf16"
+    maths: str = "bf16"
+    kv: str = "bf16"
+
+    @property
+    def weight_bytes_per_param(self) -> float:
+        return weight_bits(self.weights) / 8.0
+
+    @property
+    def kv_bytes_per_element(self) -> float:
+        return BITS[self.kv] / 8.0
+
+    @property
+    def activation_bytes(self) -> float:
+        """Activations travel in 16 bits unless the maths itself is wider."""
+        return max(BITS[self.maths], 16.0) / 8.0
+
+
+def weight_bits(weights: str) -> float:
+    """Bits per stored weight, group scales included. `file` means the model file's own
+    mix (a GGUF file knows it); it has no fixed width here."""
+    if weights == "file":
+        return float("nan")
+    match = _WEIGHTS.match(weights.lower())
+    if not match or match["dtype"] not in BITS:
+        raise RidgelineError(
+            f"unknown weight dtype '{weights}': use one of {', '.join(BITS)}, "
+            "optionally with a group size such as int4-g128"
+        )
+    bits = BITS[match["dtype"]]
+    if match["group"] is None:
+        return bits
+    group = int(match["group"])
+    if group <= 0:
+        raise RidgelineError(f"group size in '{weights}' must be positive, e.g. int4-g128")
+    return bits + SCALE_BITS / group
+
+
+def make_precision(weights: str = "bf16", maths: str = "bf16", kv: str = "bf16") -> Precision:
+    weight_bits(weights)
+    if maths not in MATHS_DTYPES:
+        raise RidgelineError(f"unknown maths dtype '{maths}': use one of {', '.join(MATHS_DTYPES)}")
+    if kv not in KV_DTYPES:
+        raise RidgelineError(f"unknown KV-cache dtype '{kv}': use one of {', '.join(KV_DTYPES)}")
+    return Precision(weights.lower(), maths, kv)

@@ -1,0 +1,115 @@
+"""Time from the ledger: time = max(FLOPs / (eta_c * peak), bytes / (eta_b * bandwidth)).
+
+The ridge is peak / bandwidth in FLOPs per byte: a pass whose intensity lies above it
+waits on arithmetic (compute-bound), below it on memory (memory-bound). Preset `ideal`
+is the film's arithmetic (eta = 1); preset `lesson` is the lesson's stage, where real
+kernels reach 60% of peak FLOP/s and 80% of bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ridgeline._num import Num, maximum, where
+from ridgeline.architecture import Architecture
+from ridgeline.errors import RidgelineError, unknown_name
+from ridgeline.hardware import Accelerator
+from ridgeline.ledger import Work
+from ridgeline.parallel import Parallel, comm_time_s, kv_share_per_gpu, weight_share_per_gpu
+from ridgeline.precision import Precision
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Fractions of peak FLOP/s and bandwidth reached, plus fixed costs a calibration
+    can add: per forward pass (launches, sampling) and per first token (network)."""
+
+    compute: float = 0.6
+    bandwidth: float = 0.8
+    step_overhead_s: float = 0.0
+    ttft_offset_s: float = 0.0
+
+
+PRESETS = {"ideal": Efficiency(1.0, 1.0), "lesson": Efficiency(0.6, 0.8)}
+
+
+def make_efficiency(
+    preset: str = "lesson", compute_eff: float | None = None, bandwidth_eff: float | None = None
+) -> Efficiency:
+    if preset not in PRESETS:
+        raise unknown_name("preset", preset, PRESETS, "ridgeline estimate --help")
+    base = PRESETS[preset]
+    eff = Efficiency(
+        base.compute if compute_eff is None else compute_eff,
+        base.bandwidth if bandwidth_eff is None else bandwidth_eff,
+    )
+    for flag, value in (("--compute-eff", eff.compute), ("--bandwidth-eff", eff.bandwidth)):
+        if not 0 < value <= 1:
+            raise RidgelineError(f"{flag} must lie in (0, 1], got {value:g}: it is a fraction of peak")
+    return eff
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Everything a pass's time depends on besides its work."""
+
+    arch: Architecture
+    prec: Precision
+    hw: Accelerator
+    par: Parallel
+    eff: Efficiency
+
+    @property
+    def peak_flops(self) -> float:
+        return self.hw.peak(self.prec.maths)
+
+    @property
+    def ridge(self) -> float:
+        return self.hw.ridge(self.prec.maths)
+
+    @property
+    def effective_ridge(self) -> float:
+        """Where the two sides meet once the efficiencies apply."""
+        return self.eff.compute * self.peak_flops / (self.eff.bandwidth * self.hw.bandwidth_bytes_per_s)
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One pass timed. FLOPs and bytes are the whole model's; times are per GPU."""
+
+    flops: Num
+    bytes: Num
+    compute_s: Num
+    memory_s: Num
+    comm_s: Num
+    overhead_s: float = 0.0
+
+    @property
+    def time_s(self) -> Num:
+        return maximum(self.compute_s, self.memory_s) + self.comm_s + self.overhead_s
+
+    @property
+    def intensity(self) -> Num:
+        return self.flops / self.bytes
+
+    @property
+    def bound(self) -> Num:
+        return where(self.compute_s >= self.memory_s, "compute", "memory")
+
+
+def time_work(work: Work, m: Machine) -> StepTime:
+    """Time one pass on the machine. Each pipeline stage runs on its own GPUs in turn, so
+    the pass takes pp stage times; each stage's GPU holds its share of the work."""
+    par = m.par
+    stage_flops = work.flops / (par.tp * par.pp)
+    stage_bytes = work.weight_bytes * weight_share_per_gpu(m.arch, par) + (
+        work.kv_read_bytes + work.kv_write_bytes
+    ) * kv_share_per_gpu(m.arch, par)
+    return StepTime(
+        flops=work.flops,
+        bytes=work.bytes,
+        compute_s=par.pp * stage_flops / (m.eff.compute * m.peak_flops),
+        memory_s=par.pp * stage_bytes / (m.eff.bandwidth * m.hw.bandwidth_bytes_per_s),
+        comm_s=comm_time_s(m.arch, m.prec, m.hw, work.tokens, par),
+        overhead_s=m.eff.step_overhead_s,
+    )

@@ -1,0 +1,84 @@
+"""The command line as a user meets it: whole processes, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import cli_json, run_cli
+
+
+def test_default_estimate_prints_the_lesson_stage() -> None:
+    """55.9 ms until the first token; 6.1 ms each; 3.11 s; 98% of it decode."""
+    proc = run_cli("estimate")
+    assert proc.returncode == 0, proc.stderr
+    for text in ("TTFT 55.9 ms", "TPOT 6.1 ms", "total 3.11 s", "decode share 98%"):
+        assert text in proc.stdout
+    assert "why:" in proc.stdout
+
+
+def test_estimate_json_keys_are_stable() -> None:
+    data = cli_json("estimate")
+    for key in ("ttft_s", "tpot_s", "total_s", "decode_share", "tokens_per_s", "batch_tokens_per_s", "ridge"):
+        assert isinstance(data[key], float)
+    for phase in ("prefill", "decode"):
+        assert set(data[phase]) >= {"flops", "bytes", "intensity", "bound", "time_s"}
+    assert set(data["memory"]) >= {"weight_bytes", "kv_bytes_per_token", "kv_bytes", "total_bytes", "fits"}
+    assert set(data["memory"]["per_gpu"]) >= {"weight_bytes", "kv_bytes", "total_bytes", "capacity_bytes"}
+    assert set(data["training"]) == {"flops_per_token", "bytes_per_parameter"}
+    assert set(data["model"]) >= {"name", "parameters", "active_parameters"}
+    assert set(data["gpu"]) >= {"name", "peak_flops", "bandwidth_bytes_per_s", "memory_bytes"}
+    assert data["inputs"]["prompt"] == 2000 and data["inputs"]["preset"] == "lesson"
+    assert data["tokens_per_s"] == pytest.approx(1 / data["tpot_s"])
+
+
+def test_ideal_json_prefill_and_first_step() -> None:
+    data = cli_json("estimate", "--preset", "ideal")
+    assert data["prefill"]["time_s"] == pytest.approx(0.0335, abs=0.0005)
+    assert data["decode"]["time_s"] == pytest.approx(0.00487, abs=0.00002)
+
+
+def test_70b_on_one_gpu_does_not_fit_but_exits_zero() -> None:
+    data = cli_json("estimate", "--model", "llama-3.1-70b")
+    assert data["memory"]["fits"] is False
+    assert data["memory"]["per_gpu"]["total_bytes"] > 0.9 * 80e9
+
+
+def test_roofline_gpus_models_json() -> None:
+    r = cli_json("roofline", "--gpu", "a100-80gb-sxm")
+    assert r["ridge"] == pytest.approx(153, abs=0.5)
+    assert r["prefill"]["bound"] == "compute" and r["decode"]["bound"] == "memory"
+    g = cli_json("gpus")
+    assert g["h100-sxm"]["ridge"] == pytest.approx(295, abs=0.5)
+    assert len(g) >= 8
+    m = cli_json("models")
+    assert {row["name"] for row in m} >= {"llama-3.1-8b", "llama-3.1-70b"}
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["estimate", "--prompt", "0"], "--prompt"),
+        (["estimate", "--prompt", "-5"], "--prompt"),
+        (["estimate", "--batch", "many"], "--batch"),
+        (["estimate", "--gpu", "h1000"], "did you mean"),
+        (["estimate", "--model", "llama-8b"], "unknown model"),
+        (["estimate", "--compute-eff", "1.5"], "(0, 1]"),
+        (["estimate", "--bandwidth-eff", "0"], "(0, 1]"),
+        (["estimate", "--prompt", "131000", "--output", "500"], "context"),
+        (["estimate", "--no-such-flag"], "no-such-flag"),
+    ],
+)
+def test_bad_input_one_line_exit_2(args: list[str], fragment: str) -> None:
+    proc = run_cli(*args)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_json_is_parseable_for_every_numeric_command() -> None:
+    for args in (["estimate"], ["roofline"], ["gpus"], ["models"]):
+        json.loads(run_cli(*args, "--json").stdout)

@@ -1,0 +1,170 @@
+"""Unit tests for each formula, against independent arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+
+from ridgeline import RidgelineError, estimate
+from ridgeline.estimate import build_machine
+from ridgeline.hardware import get_accelerator
+from ridgeline.ledger import attended_pairs, cached_tokens, kv_bytes_per_token, pass_work
+from ridgeline.models import get_model
+from ridgeline.precision import make_precision, weight_bits
+from ridgeline.request import decode_step
+
+L, D, P8 = 32, 4096, 8_030_261_248  # Llama 3.1 8B: layers, hidden, parameters by hand
+
+
+def test_llama_8b_parameters_by_hand() -> None:
+    """q, k, v, o + gated MLP + two norms per layer, final norm, embedding, untied lm_head."""
+    per_layer = 4096 * 4096 * 2 + 4096 * 1024 * 2 + 3 * 4096 * 14336 + 2 * 4096
+    expected = 32 * per_layer + 4096 + 2 * 128256 * 4096
+    assert expected == P8
+    assert get_model("llama-3.1-8b").parameters == P8
+
+
+def test_llama_70b_parameters() -> None:
+    assert get_model("llama-3.1-70b").parameters == pytest.approx(70.55e9, rel=1e-3)
+
+
+def test_prefill_flops_are_2PN_plus_2LdN2() -> None:
+    m = build_machine()
+    n = 2000
+    work = pass_work(m.arch, m.prec, n)
+    assert work.linear_flops == 2 * P8 * n
+    assert work.attention_flops == pytest.approx(2 * L * D * n * n)
+
+
+def test_decode_flops_are_2P_plus_4LdC() -> None:
+    m = build_machine()
+    c = 1000
+    work = pass_work(m.arch, m.prec, 1, c)
+    assert work.flops == pytest.approx(2 * P8 + 4 * L * D * c, rel=1e-4)
+
+
+def test_decode_bytes_are_weights_plus_batch_context_k() -> None:
+    """Bytes per step = weight bytes + B * C * k, plus the B new tokens' KV written."""
+    m = build_machine()
+    k = 131072
+    work = pass_work(m.arch, m.prec, 1, 300, batch=8)
+    assert work.bytes == 2 * P8 + 8 * 300 * k + 8 * k
+
+
+def test_time_is_max_of_compute_and_memory() -> None:
+    e = estimate(preset="ideal")
+    flops_s = e.prefill.flops / 989e12
+    bytes_s = e.prefill.bytes / 3.35e12
+    assert e.prefill.time_s == pytest.approx(max(flops_s, bytes_s))
+    assert e.decode.time_s == pytest.approx(max(e.decode.flops / 989e12, e.decode.bytes / 3.35e12))
+
+
+def test_lesson_preset_divides_by_efficiencies() -> None:
+    ideal, lesson = estimate(preset="ideal"), estimate()
+    assert lesson.ttft_s == pytest.approx(ideal.ttft_s / 0.6)
+    assert lesson.decode.time_s == pytest.approx(ideal.decode.time_s / 0.8)
+
+
+def test_ideal_json_numbers_of_the_issue() -> None:
+    """Prefill 33.5 +- 0.5 ms; the first decode step reads weights + 2,000 tokens of KV: 4.87 ms."""
+    e = estimate(preset="ideal")
+    assert e.prefill.time_s == pytest.approx(0.0335, abs=0.0005)
+    assert e.decode.time_s == pytest.approx((2 * P8 + 2001 * 131072) / 3.35e12)
+    assert e.decode.time_s == pytest.approx(0.00487, abs=0.00002)
+
+
+def test_request_timeline_sums_each_step() -> None:
+    """TPOT is the mean of 500 steps whose contexts run from 2,000 to 2,499."""
+    e = estimate(output=500)
+    k = 131072
+    steps = [(2 * P8 + (2000 + i) * k + k) / (0.8 * 3.35e12) for i in range(500)]
+    assert e.tpot_s == pytest.approx(sum(steps) / 500)
+    assert e.total_s == pytest.approx(e.ttft_s + sum(steps))
+    assert e.tokens_per_s == pytest.approx(1 / e.tpot_s)
+
+
+def test_batch_prefill_is_one_pass_of_B_N_tokens() -> None:
+    one, four = estimate(batch=1, preset="ideal"), estimate(batch=4, preset="ideal")
+    assert four.prefill.flops == pytest.approx(4 * one.prefill.flops)
+    assert four.batch_tokens_per_s == pytest.approx(4 / four.tpot_s)
+
+
+def test_long_outputs_take_the_vectorised_path_consistently() -> None:
+    a = estimate(prompt=100, output=4096)
+    b = estimate(prompt=100, output=4097)
+    last = decode_step(build_machine(), 100 + 4096).time_s  # the one extra step, by the loop's formula
+    assert b.total_s - a.total_s == pytest.approx(last, rel=1e-9)
+
+
+def test_kv_bytes_per_token_is_2_kvheads_headdim_bytes_layers() -> None:
+    m = build_machine()
+    assert kv_bytes_per_token(m.arch, m.prec) == 2 * 8 * 128 * 2 * 32
+    fp8 = build_machine(kv_dtype="fp8")
+    assert kv_bytes_per_token(fp8.arch, fp8.prec) == 2 * 8 * 128 * 32
+
+
+def test_weight_bits_with_group_scales() -> None:
+    assert weight_bits("int4") == 4
+    assert weight_bits("int4-g128") == pytest.approx(4.125)
+    assert make_precision("fp8").weight_bytes_per_param == 1
+
+
+def test_sliding_window_pairs_and_reads() -> None:
+    assert attended_pairs(10, 0, 0) == 50
+    assert attended_pairs(10, 100, 4) == 40  # every query sees only the window
+    assert attended_pairs(4, 0, 100) == 8  # inside the window: causal half
+    assert cached_tokens(5000, 4096) == 4096
+
+
+def test_ridge_values() -> None:
+    assert get_accelerator("h100-sxm").ridge() == pytest.approx(295.2, abs=0.1)
+    assert get_accelerator("a100-80gb-sxm").ridge() == pytest.approx(153.0, abs=0.1)
+
+
+def test_memory_fits_and_shortfall() -> None:
+    e = estimate("llama-3.1-70b")
+    assert not e.memory.fits
+    assert e.memory.shortfall_bytes == pytest.approx(e.memory.per_gpu.total_bytes - 0.9 * 80e9)
+    ok = estimate()
+    assert ok.memory.fits and ok.memory.shortfall_bytes == 0
+
+
+def test_tp_splits_weights_and_memory_is_per_gpu() -> None:
+    e = estimate("llama-3.1-70b", tp=4)
+    assert e.memory.per_gpu.weight_bytes == pytest.approx(e.memory.weight_bytes / 4)
+    assert e.memory.per_gpu.capacity_bytes == 80e9
+    assert e.memory.fits
+
+
+def test_training_contrast() -> None:
+    e = estimate()
+    assert e.training.flops_per_token == 6 * P8
+    assert e.training.bytes_per_parameter == 16
+
+
+def test_cost_per_million_tokens() -> None:
+    e = estimate(price_per_gpu_hour=3.6)  # $0.001 per GPU-second
+    assert e.cost.usd_per_million_output_tokens == pytest.approx(0.001 * e.tpot_s * 1e6)
+    assert e.cost.usd_per_million_input_tokens == pytest.approx(0.001 * e.ttft_s / 2000 * 1e6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"prompt": 0}, "--prompt"),
+        ({"batch": -3}, "--batch"),
+        ({"output": 2.5}, "--output"),
+        ({"gpu": "h1OO"}, "unknown GPU"),
+        ({"model": "lama-3.1-8b"}, "did you mean llama-3.1-8b"),
+        ({"compute_eff": 0.0}, "(0, 1]"),
+        ({"bandwidth_eff": 1.2}, "(0, 1]"),
+        ({"prompt": 131000, "output": 500}, "exceeds"),
+        ({"gpu": "a100-80gb-sxm", "maths": "fp8"}, "no fp8 peak"),
+        ({"weights": "int3"}, "unknown weight dtype"),
+        ({"tp": 3}, "does not divide"),
+    ],
+)
+def test_bad_input_is_one_clear_error(kwargs: dict, fragment: str) -> None:
+    with pytest.raises(RidgelineError, match=None) as info:
+        estimate(**kwargs)
+    assert fragment in str(info.value)
+    assert "\n" not in str(info.value)
