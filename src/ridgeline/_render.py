@@ -132,3 +132,54 @@ def models(rows: list[dict[str, Any]]) -> None:
             f"{r['max_context']:,}",
         )
     console.print(t)
+
+
+def ops(data: dict[str, Any]) -> None:
+    for phase, view in data.items():
+        t = Table(title=f"{phase}: per-operator ledger", show_edge=False, title_justify="left")
+        for col in ("operator", "FLOPs", "bytes", "FLOPs/byte", "bound", "time", "share"):
+            t.add_column(col, justify="left" if col in ("operator", "bound") else "right")
+        total = sum(r["time_s"] for r in view["rows"]) or 1.0
+        for r in view["rows"]:
+            t.add_row(
+                r["name"],
+                si(r["flops"]),
+                si(r["bytes"], "B"),
+                f"{r['intensity']:,.1f}",
+                r["bound"],
+                seconds(r["time_s"]),
+                f"{r['time_s'] / total:.0%}",
+            )
+        console.print(t)
+        console.print(
+            f"{phase}: per-op method {seconds(view['per_op_time_s'])} "
+            f"(rows + {seconds(view['launch_overhead_s'])} launch) · "
+            f"lesson method {seconds(view['lesson_time_s'])}"
+        )
+
+
+def sweep(data: dict[str, Any]) -> None:
+    t = Table(title="batch sweep: latency, throughput, cost", show_edge=False, title_justify="left")
+    for col in ("batch", "TTFT", "TPOT", "tok/s/user", "tok/s", "decode", "$/M in", "$/M out"):
+        t.add_column(col, justify="left" if col == "decode" else "right")
+    turn = data["compute_bound_from"]
+    for r in data["rows"]:
+        mark = " ← compute-bound from here" if r["batch"] == turn else ""
+        t.add_row(
+            f"{r['batch']:,}",
+            seconds(r["ttft_s"]),
+            seconds(r["tpot_s"]),
+            f"{r['tokens_per_s_per_user']:,.0f}",
+            f"{r['tokens_per_s']:,.0f}",
+            f"{r['decode_bound']}{mark}",
+            f"{r['usd_per_million_input_tokens']:,.3f}",
+            f"{r['usd_per_million_output_tokens']:,.3f}",
+        )
+    console.print(t)
+    if turn is None:
+        console.print("decode stays memory-bound up to the largest batch that fits")
+    else:
+        console.print(
+            f"◀ decode turns compute-bound at batch {turn:,}: "
+            "beyond it, more batch adds latency, not throughput"
+        )

@@ -120,6 +120,17 @@ class Architecture:
         return params
 
     @property
+    def o_params(self) -> int:
+        """The attention output projection."""
+        v = self.v_head_dim if self.is_mla else self.head_dim
+        return self.heads * v * self.hidden
+
+    @property
+    def v_dim(self) -> int:
+        """Width of the attention output: heads x value head dim."""
+        return self.heads * (self.v_head_dim if self.is_mla else self.head_dim)
+
+    @property
     def dense_mlp_params(self) -> int:
         return 3 * self.hidden * self.mlp
 

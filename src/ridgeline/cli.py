@@ -53,9 +53,15 @@ def estimate(
     bandwidth_tbs: Optional[float] = typer.Option(None, "--bandwidth-tbs", help="Override bandwidth, TB/s."),
     memory_gb: Optional[float] = typer.Option(None, "--memory-gb", help="Override memory, GB."),
     calibration: Optional[str] = CALIBRATION,
+    method: str = typer.Option("lesson", "--method", help="lesson (one roofline) or per-op (summed ledger)."),
+    ops: bool = typer.Option(False, "--ops", help="Also show the per-operator ledger."),
+    batch_sweep: bool = typer.Option(
+        False, "--batch-sweep", help="Also show latency/throughput/cost by batch."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Predict one request: FLOPs, bytes, bound, TTFT, TPOT, memory fit, cost, and why."""
+    from ridgeline.estimate import build_machine
     from ridgeline.estimate import estimate as run
     from ridgeline.hardware import get_accelerator
 
@@ -77,13 +83,77 @@ def estimate(
         kv_dtype,
         price,
         calibration=calibration,
+        method=method,
     )
+    data = result.to_dict()
+    m = build_machine(
+        model,
+        hw,
+        weights,
+        maths,
+        kv_dtype,
+        tp,
+        pp,
+        ep,
+        preset,
+        compute_eff,
+        bandwidth_eff,
+        calibration=calibration,
+        method=method,
+    )
+    if ops:
+        from ridgeline.ledger_view import ledger_view
+
+        data["ops"] = ledger_view(m, prompt, batch)
+    if batch_sweep:
+        from ridgeline.sweep import batch_sweep as sweep
+        from ridgeline.sweep import compute_bound_from
+
+        rows = sweep(m, prompt, output, result.cost.price_per_gpu_hour_usd)
+        data["batch_sweep"] = {
+            "rows": [asdict(r) for r in rows],
+            "compute_bound_from": compute_bound_from(rows),
+        }
     if as_json:
-        emit_json(result.to_dict())
+        emit_json(data)
         return
     from ridgeline import _render
 
+    if ops:
+        _render.ops(data["ops"])
     _render.estimate(result)
+    if batch_sweep:
+        _render.sweep(data["batch_sweep"])
+
+
+@app.command("ops")
+def ops_command(
+    model: str = MODEL,
+    gpu: str = GPU,
+    weights: str = typer.Option("bf16", "--weights", "-w", help="Weight dtype."),
+    maths: str = typer.Option("bf16", "--maths", help="Arithmetic dtype."),
+    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV-cache dtype."),
+    prompt: int = typer.Option(2000, "--prompt", "-p", help="Prompt tokens (prefill; decode context)."),
+    batch: int = typer.Option(1, "--batch", "-b", help="Sequences in the pass."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel GPUs."),
+    preset: str = typer.Option("lesson", "--preset", help="ideal or lesson."),
+    gpu_file: Optional[str] = GPU_FILE,
+    as_json: bool = JSON,
+) -> None:
+    """The per-operator ledger of a prefill and of the first decode step."""
+    from ridgeline.estimate import build_machine, check_size
+    from ridgeline.ledger_view import ledger_view
+
+    check_size("--prompt", prompt)
+    check_size("--batch", batch)
+    m = build_machine(model, gpu, weights, maths, kv_dtype, tp, preset=preset, gpu_file=gpu_file)
+    data = ledger_view(m, prompt, batch)
+    if as_json:
+        emit_json(data)
+        return
+    from ridgeline import _render
+
+    _render.ops(data)
 
 
 @app.command()

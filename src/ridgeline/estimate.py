@@ -13,7 +13,7 @@ from typing import Any
 from ridgeline.architecture import Architecture
 from ridgeline.calibration import Calibration, load_calibration
 from ridgeline.cost import Cost, token_cost
-from ridgeline.errors import RidgelineError
+from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.explain import explain
 from ridgeline.hardware import Accelerator, get_accelerator
 from ridgeline.ledger import TRAINING_BYTES_PER_PARAM, training_flops_per_token
@@ -22,7 +22,7 @@ from ridgeline.models import get_model
 from ridgeline.parallel import make_parallel
 from ridgeline.precision import make_precision
 from ridgeline.request import Timeline, request_timeline
-from ridgeline.roofline import Machine, StepTime, make_efficiency
+from ridgeline.roofline import METHODS, Machine, StepTime, make_efficiency
 
 
 @dataclass(frozen=True)
@@ -122,6 +122,7 @@ def build_machine(
     bandwidth_eff: float | None = None,
     gpu_file: str | Path | None = None,
     calibration: str | Path | Calibration | None = None,
+    method: str = "lesson",
 ) -> Machine:
     """Resolve names into the (model, precision, accelerator, parallelism, efficiency).
 
@@ -145,7 +146,9 @@ def build_machine(
             compute=fitted.compute if compute_eff is None else eff.compute,
             bandwidth=fitted.bandwidth if bandwidth_eff is None else eff.bandwidth,
         )
-    return Machine(arch, prec, hw, par, eff)
+    if method not in METHODS:
+        raise unknown_name("timing method", method, METHODS, "ridgeline estimate --help")
+    return Machine(arch, prec, hw, par, eff, method)
 
 
 def estimate(
@@ -166,6 +169,7 @@ def estimate(
     price_per_gpu_hour: float | None = None,
     gpu_file: str | Path | None = None,
     calibration: str | Path | Calibration | None = None,
+    method: str = "lesson",
 ) -> Estimate:
     """Estimate one request (or `batch` identical ones) end to end."""
     for name, value in (("--prompt", prompt), ("--output", output), ("--batch", batch)):
@@ -184,6 +188,7 @@ def estimate(
         bandwidth_eff,
         gpu_file,
         calibration,
+        method,
     )
     if prompt + output > m.arch.max_context:
         raise RidgelineError(
@@ -214,6 +219,7 @@ def assemble(m: Machine, prompt: int, output: int, batch: int, price: float, pre
             "pp": m.par.pp,
             "ep": m.par.ep,
             "preset": preset,
+            "method": m.method,
             "compute_eff": m.eff.compute,
             "bandwidth_eff": m.eff.bandwidth,
             "step_overhead_s": m.eff.step_overhead_s,

@@ -66,10 +66,13 @@ def _advice(
             f"KV reads outweigh the weights ({kv / weights:.1f}x): an fp8 KV cache or shorter "
             "contexts help most; more batch adds still more KV."
         )
-    int4 = replace(m, prec=Precision("int4", m.prec.maths, m.prec.kv))
-    faster = float(t.first_decode.time_s) / float(decode_step(int4, prompt, batch).time_s)
     room = f" (memory holds {mem.max_batch:,})" if mem.max_batch > batch else ""
-    return (
+    advice = (
         f"Weight reads dominate decode: batching shares them, so more sequences per step raise "
-        f"throughput almost for free{room}; int4 weights would make each step {faster:.1f}x faster."
+        f"throughput almost for free{room}"
     )
+    if m.prec.weight_bytes_per_param > Precision("int4-g128").weight_bytes_per_param:
+        int4 = replace(m, prec=Precision("int4-g128", m.prec.maths, m.prec.kv))
+        faster = float(t.first_decode.time_s) / float(decode_step(int4, prompt, batch).time_s)
+        advice += f"; int4-g128 weights would make each step {faster:.1f}x faster"
+    return advice + "."

@@ -108,6 +108,8 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
             )
     except KeyError as exc:
         raise RidgelineError(f"{where} lacks '{exc.args[0]}', which a {family} config needs") from None
+    except RidgelineError:
+        raise
     except (TypeError, ValueError):
         raise RidgelineError(f"{where} has a non-integer size field; fix the file") from None
     arch = Architecture(

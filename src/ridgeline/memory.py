@@ -82,14 +82,23 @@ def plan(
     weights = model_weight_bytes(a, m.prec)
     kv_seq = float(kv_bytes(a, m.prec, context))
     kv_gpu_seq = kv_seq * kv_share_per_gpu(a, par)
-    chunk = min(batch * context, MAX_BATCHED_TOKENS)
-    act = activation_bytes_per_gpu(m, chunk) + batch * a.vocab * 4 / par.tp
     w_gpu = weights * weight_share_per_gpu(a, par)
     capacity = m.hw.memory_bytes
     usable = capacity * utilization
-    total_gpu = w_gpu + batch * kv_gpu_seq + act + overhead_bytes
+
+    def activations(b: int) -> float:
+        chunk = min(b * context, MAX_BATCHED_TOKENS)
+        return activation_bytes_per_gpu(m, chunk) + b * a.vocab * 4 / par.tp
+
+    def total(b: int) -> float:
+        return w_gpu + b * kv_gpu_seq + activations(b) + overhead_bytes
+
+    act = activations(batch)
+    total_gpu = total(batch)
     room = usable - w_gpu - act - overhead_bytes
     max_batch = max(int(room // kv_gpu_seq), 0) if kv_gpu_seq > 0 else 0
+    while max_batch > 0 and total(max_batch) > usable:  # a bigger batch also needs more activations
+        max_batch -= 1
     per_token_gpu = kv_bytes_per_token(a, m.prec) * kv_share_per_gpu(a, par)
     max_context = _max_context(m, batch, room, per_token_gpu)
     fits = total_gpu <= usable

@@ -9,8 +9,10 @@ definition the simulator and the measurement client share.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ridgeline.ledger import pass_work
+from ridgeline.operators import per_op_step
 from ridgeline.roofline import Machine, StepTime, time_work
 
 
@@ -40,23 +42,31 @@ class Timeline:
         return self.decode_s / self.total_s
 
 
+def pass_step(m: Machine, new_tokens: int, context: Any = 0, batch: int = 1) -> StepTime:
+    """Time one pass by the machine's method: the lesson's single roofline over the whole
+    pass, or the per-operator ledger summed."""
+    if m.method == "per-op":
+        return per_op_step(m, new_tokens, context, batch)
+    return time_work(pass_work(m.arch, m.prec, new_tokens, context, batch), m)
+
+
 def prefill_step(m: Machine, prompt: int, batch: int = 1) -> StepTime:
     """The prefill pass: `batch` prompts of `prompt` tokens in one pass."""
-    return time_work(pass_work(m.arch, m.prec, prompt, 0, batch), m)
+    return pass_step(m, prompt, 0, batch)
 
 
-def decode_step(m: Machine, context: float, batch: int = 1) -> StepTime:
+def decode_step(m: Machine, context: Any, batch: int = 1) -> StepTime:
     """One decode step: `batch` sequences each reading `context` cached tokens."""
-    return time_work(pass_work(m.arch, m.prec, 1, context, batch), m)
+    return pass_step(m, 1, context, batch)
 
 
 def decode_time_s(m: Machine, prompt: int, output: int, batch: int = 1) -> float:
     """Sum of the decode steps at contexts prompt, prompt+1, ..., prompt+output-1."""
-    if output > 4096:  # long answers: one vectorised call instead of a Python loop
+    if output > 4096 and m.method == "lesson":  # long answers: one vectorised call instead of a Python loop
         import numpy as np
 
         contexts = prompt + np.arange(output, dtype=float)
-        return float(np.sum(decode_step(m, contexts, batch).time_s))  # type: ignore[arg-type]
+        return float(np.sum(decode_step(m, contexts, batch).time_s))
     return float(sum(decode_step(m, prompt + i, batch).time_s for i in range(output)))
 
 

@@ -31,6 +31,7 @@ class Efficiency:
 
 
 PRESETS = {"ideal": Efficiency(1.0, 1.0), "lesson": Efficiency(0.6, 0.8)}
+METHODS = ("lesson", "per-op")
 
 
 def make_efficiency(
@@ -58,6 +59,7 @@ class Machine:
     hw: Accelerator
     par: Parallel
     eff: Efficiency
+    method: str = "lesson"  # "lesson": one roofline per pass; "per-op": one per operator, summed
 
     @property
     def peak_flops(self) -> float:
@@ -83,10 +85,12 @@ class StepTime:
     memory_s: Num
     comm_s: Num
     overhead_s: float = 0.0
+    ops_s: Num | None = None  # per-op method: the sum of each operator's own roofline time
 
     @property
     def time_s(self) -> Num:
-        return maximum(self.compute_s, self.memory_s) + self.comm_s + self.overhead_s
+        roof = maximum(self.compute_s, self.memory_s) if self.ops_s is None else self.ops_s
+        return roof + self.comm_s + self.overhead_s
 
     @property
     def intensity(self) -> Num:

@@ -1,0 +1,29 @@
+"""The per-operator ledger of a request's two phases, with both methods' totals."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from typing import Any
+
+from ridgeline.operators import comm_row, operator_rows, per_op_step
+from ridgeline.request import decode_step, prefill_step
+from ridgeline.roofline import Machine
+
+
+def ledger_view(m: Machine, prompt: int, batch: int = 1) -> dict[str, Any]:
+    """Rows for the prefill of `prompt` tokens and the first decode step at that context;
+    each phase also carries its time by the per-op and the lesson methods."""
+    lesson = replace(m, method="lesson")
+    out: dict[str, Any] = {}
+    for phase, (n, c) in (("prefill", (prompt, 0)), ("decode", (1, prompt))):
+        rows = operator_rows(m, n, c, batch)
+        comm = comm_row(m, batch * n)
+        per_op = per_op_step(m, n, c, batch)
+        whole = prefill_step(lesson, prompt, batch) if phase == "prefill" else decode_step(lesson, c, batch)
+        out[phase] = {
+            "rows": [asdict(r) for r in rows + ([comm] if comm else [])],
+            "per_op_time_s": float(per_op.time_s),
+            "lesson_time_s": float(whole.time_s),
+            "launch_overhead_s": per_op.overhead_s,
+        }
+    return out

@@ -1,0 +1,186 @@
+"""The per-operator ledger: one row per operator of a forward pass, each with its FLOPs,
+bytes, intensity, bound and time under its own roofline.
+
+Rows, summed over the layers: the embedding gather; the QKV projection; attention
+(scores, softmax and values with FlashAttention-style I/O: Q, K and V in, O out, the
+cache read once, scores never leaving the chip); the output projection; the MLP's
+gate/up and down projections (for MoE: router, routed experts, shared experts); norms
+and residual adds; the lm_head (on the last token of each sequence in a prefill); and
+the tensor-parallel all-reduce.
+
+The per-op timing method sums the rows' own times plus a launch overhead per step,
+where the lesson method takes one max(FLOPs/peak, bytes/bandwidth) over the whole
+pass. They differ where a row sits on the other side of the ridge from the whole pass,
+and in accounting: the lesson counts 2 FLOPs and a full read for every parameter, the
+embedding table and the lm_head on every prompt token included; the ledger gathers
+only the embedding rows it needs and runs the lm_head only where a token is sampled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ridgeline._num import Num
+from ridgeline.ledger import attended_pairs, cached_tokens, distinct_experts, weight_bytes_per_param
+from ridgeline.parallel import comm_bytes_per_gpu, comm_time_s, kv_share_per_gpu
+from ridgeline.roofline import Machine, StepTime
+
+LAUNCH_OVERHEAD_S = 30e-6  # per step: kernel launches with CUDA graphs, sampling, scheduling
+NORM_FLOPS_PER_ELEMENT = 4  # RMSNorm: square, sum, scale, weight
+
+
+@dataclass(frozen=True)
+class OpRow:
+    name: str
+    flops: float
+    bytes: float
+    weight_bytes: float  # the part of `bytes` that is weights (split by TP/EP)
+    kv_bytes: float  # the part that is KV cache (split by KV heads)
+    intensity: float
+    bound: str
+    time_s: float
+
+
+def _row(
+    m: Machine, name: str, flops: float, act_bytes: float, weight_bytes: float, kv_bytes: float = 0.0
+) -> OpRow:
+    par = m.par
+    gpus = par.tp * par.pp
+    stage_bytes = (weight_bytes + act_bytes) / gpus + kv_bytes * kv_share_per_gpu(m.arch, par)
+    compute_s = par.pp * flops / gpus / (m.eff.compute * m.peak_flops)
+    memory_s = par.pp * stage_bytes / (m.eff.bandwidth * m.hw.bandwidth_bytes_per_s)
+    total = weight_bytes + act_bytes + kv_bytes
+    return OpRow(
+        name=name,
+        flops=flops,
+        bytes=total,
+        weight_bytes=weight_bytes,
+        kv_bytes=kv_bytes,
+        intensity=flops / total if total else 0.0,
+        bound="compute" if compute_s >= memory_s else "memory",
+        time_s=max(compute_s, memory_s),
+    )
+
+
+def operator_rows(m: Machine, new_tokens: int, context: int = 0, batch: int = 1) -> list[OpRow]:
+    """The ledger of one pass of `batch` sequences, each adding `new_tokens` after `context`."""
+    a, prec = m.arch, m.prec
+    t = float(batch * new_tokens)
+    h, layers = a.hidden, a.layers
+    act, wb = prec.activation_bytes, weight_bytes_per_param(a, prec)
+    kv_layer = a.kv_elements_per_token_per_layer * prec.kv_bytes_per_element
+    qkv_params = a.attention_params - a.o_params
+    qkv_out = a.q_dim + a.kv_elements_per_token_per_layer
+    rows = [
+        _row(m, "embedding gather", 0.0, t * h * act, t * h * wb),
+        _row(
+            m,
+            "qkv projection",
+            2 * t * qkv_params * layers,
+            layers * t * (h + qkv_out) * act,
+            layers * qkv_params * wb,
+        ),
+    ]
+    pairs = sum(n * batch * attended_pairs(new_tokens, context, w) for n, w in a.window_groups())
+    cached = sum(n * batch * cached_tokens(context, w) for n, w in a.window_groups())
+    rows.append(
+        _row(
+            m,
+            "attention (FlashAttention)",
+            a.attention_flops_per_pair * pairs,
+            layers * t * (a.q_dim + a.v_dim) * act,
+            0.0,
+            kv_layer * (cached + layers * t),
+        )
+    )
+    rows.append(
+        _row(
+            m,
+            "output projection",
+            2 * t * a.o_params * layers,
+            layers * t * (a.v_dim + h) * act,
+            layers * a.o_params * wb,
+        )
+    )
+    dense = layers - a.moe_layers
+    if dense:
+        gate_up, down = 2 * h * a.mlp, a.mlp * h
+        rows.append(
+            _row(
+                m,
+                "mlp gate/up",
+                2 * t * gate_up * dense,
+                dense * t * (h + 2 * a.mlp) * act,
+                dense * gate_up * wb,
+            )
+        )
+        rows.append(
+            _row(m, "mlp down", 2 * t * down * dense, dense * t * (a.mlp + h) * act, dense * down * wb)
+        )
+    if a.moe_layers:
+        rows.extend(_moe_rows(m, t))
+    norms = layers * a.norms_per_layer + 1
+    norm_flops = t * h * (NORM_FLOPS_PER_ELEMENT * norms + 2 * layers)
+    norm_act = t * h * act * (2 * norms + 3 * 2 * layers)  # norms read+write; residual adds read 2, write 1
+    rows.append(_row(m, "norms and residuals", norm_flops, norm_act, norms * h * wb))
+    sampled = float(batch) if new_tokens > 1 else t  # a prefill samples only its last token
+    lm = a.vocab * h
+    rows.append(_row(m, "lm_head", 2 * sampled * lm, sampled * (h * act + a.vocab * 4), lm * wb))
+    return rows
+
+
+def _moe_rows(m: Machine, t: float) -> list[OpRow]:
+    a = m.arch
+    act, wb = m.prec.activation_bytes, weight_bytes_per_param(a, m.prec)
+    layers, h, k = a.moe_layers, a.hidden, a.experts_per_token
+    router = h * a.experts
+    touched = distinct_experts(a, t)  # experts whose weights this step reads, per layer
+    rows = [
+        _row(
+            m, "moe router", 2 * t * router * layers, layers * t * (h + a.experts) * act, layers * router * wb
+        ),
+        _row(
+            m,
+            "routed experts",
+            2 * t * k * a.expert_params * layers,
+            layers * t * k * (2 * h + 2 * a.expert_mlp) * act,
+            layers * touched * a.expert_params * wb,
+        ),
+    ]
+    if a.shared_expert_mlp:
+        shared = 3 * h * a.shared_expert_mlp
+        rows.append(
+            _row(
+                m,
+                "shared experts",
+                2 * t * shared * layers,
+                layers * t * (2 * h + 2 * a.shared_expert_mlp) * act,
+                layers * shared * wb,
+            )
+        )
+    return rows
+
+
+def comm_row(m: Machine, tokens: int) -> OpRow | None:
+    """The all-reduces (and pipeline hand-offs, expert all-to-alls) of one pass."""
+    comm_s = float(comm_time_s(m.arch, m.prec, m.hw, tokens, m.par))
+    if comm_s == 0:
+        return None
+    sent = float(comm_bytes_per_gpu(m.arch, m.prec, tokens, m.par)) * m.par.gpus
+    return OpRow("all-reduce / communication", 0.0, sent, 0.0, 0.0, 0.0, "communication", comm_s)
+
+
+def per_op_step(m: Machine, new_tokens: int, context: Num = 0, batch: int = 1) -> StepTime:
+    """Time a pass by the per-op method: the rows' own times summed, plus launches."""
+    rows = operator_rows(m, new_tokens, int(context), batch)
+    compute = sum(r.time_s for r in rows if r.bound == "compute")
+    memory = sum(r.time_s for r in rows if r.bound == "memory")
+    return StepTime(
+        flops=sum(r.flops for r in rows),
+        bytes=sum(r.bytes for r in rows),
+        compute_s=compute,
+        memory_s=memory,
+        comm_s=comm_time_s(m.arch, m.prec, m.hw, batch * new_tokens, m.par),
+        overhead_s=m.eff.step_overhead_s + LAUNCH_OVERHEAD_S,
+        ops_s=compute + memory,
+    )

@@ -1,0 +1,73 @@
+"""Sweeps: the latency–throughput–cost curve over batch sizes, and vectorised step
+times over grids of batch and context (numpy arrays through the same ledger)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ridgeline.cost import token_cost
+from ridgeline.ledger import pass_work
+from ridgeline.memory import plan
+from ridgeline.request import request_timeline
+from ridgeline.roofline import Machine, time_work
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    batch: int
+    ttft_s: float
+    tpot_s: float
+    tokens_per_s_per_user: float
+    tokens_per_s: float
+    decode_bound: str
+    decode_intensity: float
+    usd_per_million_input_tokens: float
+    usd_per_million_output_tokens: float
+    fits: bool
+
+
+def sweep_batches(largest: int) -> list[int]:
+    """1, 2, 4, ... up to the largest batch that fits, which ends the list."""
+    out, b = [], 1
+    while b < largest:
+        out.append(b)
+        b *= 2
+    return [*out, max(largest, 1)]
+
+
+def batch_sweep(m: Machine, prompt: int, output: int, price_per_gpu_hour_usd: float) -> list[SweepRow]:
+    """From batch 1 to the largest batch whose KV cache fits beside the weights."""
+    largest = plan(m, prompt + output, 1, suggest=False).max_batch
+    rows = []
+    for b in sweep_batches(largest):
+        t = request_timeline(m, prompt, output, b)
+        c = token_cost(price_per_gpu_hour_usd, m.par.gpus, t.ttft_s, t.tpot_s, prompt, b)
+        rows.append(
+            SweepRow(
+                batch=b,
+                ttft_s=t.ttft_s,
+                tpot_s=t.tpot_s,
+                tokens_per_s_per_user=1 / t.tpot_s,
+                tokens_per_s=b / t.tpot_s,
+                decode_bound=str(t.first_decode.bound),
+                decode_intensity=float(t.first_decode.intensity),
+                usd_per_million_input_tokens=c.usd_per_million_input_tokens,
+                usd_per_million_output_tokens=c.usd_per_million_output_tokens,
+                fits=plan(m, prompt + output, b, suggest=False).fits,
+            )
+        )
+    return rows
+
+
+def compute_bound_from(rows: list[SweepRow]) -> int | None:
+    """The first batch in the sweep at which decode turns compute-bound."""
+    return next((r.batch for r in rows if r.decode_bound == "compute"), None)
+
+
+def decode_grid(m: Machine, batches: Any, contexts: Any) -> Any:
+    """Decode step times (s) over numpy arrays of batch and context, broadcast together."""
+    import numpy as np
+
+    b, c = np.broadcast_arrays(np.asarray(batches, dtype=float), np.asarray(contexts, dtype=float))
+    return time_work(pass_work(m.arch, m.prec, 1, c, b), m).time_s

@@ -1,0 +1,295 @@
+"""Any model, any accelerator, any precision, any parallelism: published values and the
+lesson's sentences about quantisation, tensor parallelism and memory fit."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from conftest import DATA, cli_json, run_cli
+from ridgeline import RidgelineError, estimate
+from ridgeline.estimate import build_machine
+from ridgeline.ledger import distinct_experts, kv_bytes, kv_bytes_per_token, pass_work
+from ridgeline.memory import plan
+from ridgeline.models import get_model
+from ridgeline.operators import operator_rows
+from ridgeline.parallel import make_parallel
+from ridgeline.precision import Precision
+from ridgeline.request import decode_step
+from ridgeline.sweep import decode_grid
+
+PUBLISHED = {
+    # name: (parameters, active parameters, KV bytes per token in bf16)
+    "qwen2.5-7b": (7.62e9, 7.62e9, 57_344),
+    "mixtral-8x7b": (46.7e9, 12.9e9, 131_072),
+    "deepseek-v3": (671.0e9, 37.6e9, 70_272),
+    "gemma-2-9b": (9.24e9, 9.24e9, 344_064),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_parameters_and_kv_from_config_json(name: str) -> None:
+    total, active, kv = PUBLISHED[name]
+    arch = get_model(str(DATA / name / "config.json"))
+    assert arch.parameters == pytest.approx(total, rel=0.01)
+    assert arch.active_parameters == pytest.approx(active, rel=0.01)
+    assert kv_bytes_per_token(arch, Precision()) == kv
+
+
+def test_json_carries_active_parameters_for_moe() -> None:
+    data = cli_json("estimate", "--model", str(DATA / "mixtral-8x7b" / "config.json"), "--tp", "2")
+    assert data["model"]["active_parameters"] == pytest.approx(12.9e9, rel=0.01)
+    assert data["model"]["parameters"] == pytest.approx(46.7e9, rel=0.01)
+
+
+def test_gemma_sliding_layers_cap_the_cache() -> None:
+    """Gemma 2 alternates 4,096-token sliding windows with global layers (21 each)."""
+    arch = get_model(str(DATA / "gemma-2-9b" / "config.json"))
+    per_layer = 2 * 8 * 256 * 2
+    assert kv_bytes(arch, Precision(), 8000) == 21 * per_layer * 8000 + 21 * per_layer * 4096
+
+
+def test_moe_experts_read_grow_with_tokens() -> None:
+    """Expected distinct experts = E(1 - (1 - k/E)^T): k for one token, nearly E for many."""
+    arch = get_model("mixtral-8x7b")
+    assert distinct_experts(arch, 1) == pytest.approx(2)
+    assert distinct_experts(arch, 3) == pytest.approx(8 * (1 - 0.75**3))
+    assert distinct_experts(arch, 1000) == pytest.approx(8)
+    one = pass_work(arch, Precision(), 1, 0, 1)
+    assert one.weight_bytes == pytest.approx(arch.active_parameters * 2)
+    many = pass_work(arch, Precision(), 1, 0, 256)
+    assert many.weight_bytes == pytest.approx(arch.parameters * 2, rel=1e-6)
+
+
+def test_deepseek_mla_latent_is_replicated_across_tp() -> None:
+    m = build_machine("deepseek-v3", "h200", weights="fp8", tp=8)
+    p = plan(m, 4096, 1)
+    assert p.per_gpu.kv_bytes == pytest.approx(kv_bytes(m.arch, m.prec, 4096))
+
+
+def test_int4_leaves_ttft_unchanged_and_fp8_maths_speeds_prefill() -> None:
+    """Weight-only quantisation does nothing for compute-bound prefill; fp8 maths does."""
+    bf16 = estimate()
+    int4 = estimate(weights="int4-g128")
+    fp8_maths = estimate(weights="fp8", maths="fp8")
+    assert int4.ttft_s == pytest.approx(bf16.ttft_s, rel=1e-3)
+    assert fp8_maths.ttft_s == pytest.approx(bf16.ttft_s / 2, rel=0.02)
+    assert int4.tpot_s < bf16.tpot_s / 3
+
+
+def test_group_scales_cost_an_eighth_of_a_bit() -> None:
+    e = estimate(weights="int4-g128")
+    assert e.memory.weight_bytes == pytest.approx(8_030_261_248 * 4.125 / 8)
+
+
+def test_fp8_kv_cache_halves_kv_reads() -> None:
+    bf16 = build_machine()
+    fp8 = build_machine(kv_dtype="fp8")
+    a = pass_work(bf16.arch, bf16.prec, 1, 16_000).kv_read_bytes
+    b = pass_work(fp8.arch, fp8.prec, 1, 16_000).kv_read_bytes
+    assert b == pytest.approx(a / 2)
+
+
+def test_tp_weights_per_gpu_for_70b() -> None:
+    """Weights per GPU = parameters x bytes / TP: 35.3 GB at TP 4, 17.6 GB at TP 8."""
+    for tp, expected in ((4, 35.3e9), (8, 17.6e9)):
+        e = estimate("llama-3.1-70b", tp=tp)
+        assert e.memory.per_gpu.weight_bytes == pytest.approx(expected, rel=0.005)
+        assert e.memory.weight_bytes == pytest.approx(70.55e9 * 2, rel=0.001)
+
+
+def test_tp8_speedup_over_tp4_stays_below_two() -> None:
+    """Communication after each layer keeps the speed-up below N."""
+    tp4 = estimate("llama-3.1-70b", tp=4)
+    tp8 = estimate("llama-3.1-70b", tp=8)
+    speedup = tp4.tpot_s / tp8.tpot_s
+    assert 1 < speedup < 2
+    assert tp8.decode.comm_s > tp4.decode.comm_s > 0
+
+
+def test_tp_comm_is_a_ring_all_reduce_per_layer_twice() -> None:
+    m = build_machine("llama-3.1-70b", tp=4, preset="ideal")
+    step = decode_step(m, 0, 1)
+    ring = 2 * 80 * (1 * 8192 * 2) * 2 * 3 / 4 / 450e9
+    assert step.comm_s == pytest.approx(ring + 2 * 80 * 8e-6)
+
+
+def test_tp_beyond_kv_heads_replicates_them() -> None:
+    m8 = build_machine(tp=8)
+    m16 = replace(m8, par=make_parallel(m8.arch, 16))
+    assert plan(m16, 1000).per_gpu.kv_bytes == pytest.approx(plan(m8, 1000).per_gpu.kv_bytes)
+
+
+def test_pipeline_parallel_splits_memory_not_latency() -> None:
+    one = estimate("llama-3.1-70b", tp=4)
+    two = estimate("llama-3.1-70b", tp=4, pp=2)
+    assert two.memory.per_gpu.weight_bytes == pytest.approx(one.memory.per_gpu.weight_bytes / 2)
+    assert two.tpot_s >= one.tpot_s
+
+
+def test_expert_parallel_spreads_experts() -> None:
+    e = estimate("mixtral-8x7b", tp=4, ep=4)
+    arch = get_model("mixtral-8x7b")
+    experts = arch.routed_expert_params * 2
+    assert e.memory.per_gpu.weight_bytes == pytest.approx((arch.parameters * 2 - experts) / 4 + experts / 4)
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"tp": 3}, "does not divide"),
+        ({"ep": 2}, "mixture-of-experts"),
+        ({"model": str(DATA / "bad" / "missing-layers.json")}, "num_hidden_layers"),
+        ({"model": str(DATA / "bad" / "unknown-arch.json")}, "unknown architecture 'mamba'"),
+        ({"model": str(DATA / "bad" / "not-json.json")}, "cannot parse"),
+        ({"model": "someorg/some-model-not-cached"}, "config.json"),
+    ],
+)
+def test_bad_models_and_parallelism(
+    kwargs: dict, fragment: str, monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    with pytest.raises(RidgelineError) as info:
+        estimate(**kwargs)
+    assert fragment in str(info.value)
+
+
+def test_bad_config_on_the_command_line_is_one_line() -> None:
+    proc = run_cli("estimate", "--model", str(DATA / "bad" / "unknown-arch.json"))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in proc.stderr
+
+
+def test_user_gpu_file_flag_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpus = str(DATA / "my-gpus.toml")
+    data = cli_json("estimate", "--gpu", "lab-gpu", "--gpu-file", gpus, "--preset", "ideal")
+    assert data["ridge"] == pytest.approx(200)
+    assert data["decode"]["time_s"] == pytest.approx((2 * 8_030_261_248 + 2001 * 131072) / 2.0e12)
+    monkeypatch.setenv("RIDGELINE_GPUS", gpus)
+    assert estimate(gpu="lab-gpu").gpu.memory_bytes == 64e9
+
+
+def test_one_off_accelerator_flags() -> None:
+    data = cli_json(
+        "estimate", "--peak-tflops", "500", "--bandwidth-tbs", "1", "--memory-gb", "40", "--preset", "ideal"
+    )
+    assert data["gpu"]["peak_flops"] == 500e12
+    assert data["ridge"] == pytest.approx(500)
+    assert data["memory"]["per_gpu"]["capacity_bytes"] == 40e9
+
+
+def test_bad_gpu_file_is_one_line() -> None:
+    proc = run_cli("gpus", "--gpu-file", str(DATA / "bad" / "gpus-missing-bandwidth.toml"))
+    assert proc.returncode == 2
+    assert "bandwidth_bytes_per_s" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_catalogue_has_the_breadth_entries() -> None:
+    names = set(cli_json("gpus"))
+    assert names >= {
+        "h100-sxm",
+        "h100-pcie",
+        "h200",
+        "b200",
+        "gb200",
+        "a100-80gb-sxm",
+        "a100-40gb",
+        "l4",
+        "l40s",
+        "a10g",
+        "rtx-4090",
+        "rtx-5090",
+        "mi300x",
+        "mi325x",
+    }
+
+
+def test_70b_on_one_h100_suggests_the_cheapest_plan_that_serves() -> None:
+    """Break it: 70B on one GPU. The expectation is computed from the memory plan itself:
+    the fewest GPUs whose plan serves, at bf16, fp8 or int4-g128."""
+    data = cli_json("estimate", "--model", "llama-3.1-70b", "--gpu", "h100-sxm")
+    assert data["memory"]["fits"] is False
+    m = build_machine("llama-3.1-70b", "h100-sxm")
+    found = []
+    for weights in ("bf16", "fp8", "int4-g128"):
+        for tp in (1, 2, 4, 8):
+            trial = replace(m, prec=Precision(weights), par=make_parallel(m.arch, tp))
+            if plan(trial, 2500, 1, suggest=False).serves:
+                found.append((tp, ("bf16", "fp8", "int4-g128").index(weights), weights))
+                break
+    tp, _, weights = min(found)
+    cheapest = data["memory"]["suggestions"][0]
+    assert (cheapest["gpus"], cheapest["weights"]) == (tp, weights)
+    assert {(s["weights"], s["tp"]) for s in data["memory"]["suggestions"]} == {(w, t) for t, _, w in found}
+
+
+def test_serving_headroom_is_more_than_fitting() -> None:
+    """Fitting is not enough: a plan that loads may leave no room to serve."""
+    m = build_machine("llama-3.1-8b", "rtx-4090")
+    p = plan(m, 16_000, 1)
+    assert p.fits and p.max_batch < 8 and not p.serves
+
+
+def test_per_op_and_lesson_methods_agree_within_15_percent() -> None:
+    lesson, per_op = estimate(), estimate(method="per-op")
+    assert per_op.ttft_s == pytest.approx(lesson.ttft_s, rel=0.15)
+    assert per_op.tpot_s == pytest.approx(lesson.tpot_s, rel=0.15)
+
+
+def test_ledger_rows_account_for_every_weight_once_in_decode() -> None:
+    """Decode reads each layer's weights and the lm_head once, and only one embedding row."""
+    m = build_machine()
+    rows = operator_rows(m, 1, 2000)
+    weights = sum(r.weight_bytes for r in rows)
+    embedding = 128256 * 4096 * 2
+    assert weights == pytest.approx(8_030_261_248 * 2 - embedding + 4096 * 2)
+    attention = next(r for r in rows if r.name.startswith("attention"))
+    assert attention.kv_bytes == pytest.approx(2001 * 131072)
+
+
+def test_ops_flag_prints_the_ledger_summary_and_explanation() -> None:
+    proc = run_cli(
+        "estimate",
+        "--model",
+        str(DATA / "qwen2.5-7b" / "config.json"),
+        "--gpu",
+        "a100-80gb-sxm",
+        "--weights",
+        "int4-g128",
+        "--tp",
+        "1",
+        "--ops",
+    )
+    assert proc.returncode == 0, proc.stderr
+    for text in ("qkv projection", "mlp gate/up", "lm_head", "TTFT", "why:"):
+        assert text in proc.stdout
+
+
+def test_batch_sweep_runs_to_the_largest_batch_that_fits() -> None:
+    data = cli_json("estimate", "--batch-sweep", "--prompt", "200", "--output", "100")
+    rows = data["batch_sweep"]["rows"]
+    assert rows[0]["batch"] == 1 and rows[-1]["batch"] == data["memory"]["max_batch"]
+    assert all(r["fits"] for r in rows)
+    throughput = [r["tokens_per_s"] for r in rows]
+    assert throughput == sorted(throughput)
+    turn = data["batch_sweep"]["compute_bound_from"]
+    assert turn == next(r["batch"] for r in rows if r["decode_bound"] == "compute")
+    proc = run_cli("estimate", "--batch-sweep", "--prompt", "200", "--output", "100")
+    assert "compute-bound at batch" in proc.stdout
+
+
+def test_vectorised_grid_matches_single_steps() -> None:
+    m = build_machine()
+    batches, contexts = np.array([1, 8, 64, 300]), np.array([0, 2000, 242, 16_000])
+    grid = decode_grid(m, batches, contexts)
+    for b, c, t in zip(batches, contexts, grid, strict=True):
+        assert t == pytest.approx(decode_step(m, int(c), int(b)).time_s, rel=1e-12)
+
+
+def test_explain_names_communication_on_a_slow_link() -> None:
+    e = estimate("llama-3.1-8b", "l40s", tp=8, batch=64)
+    assert e.decode.comm_s > 0.25 * e.decode.time_s
+    assert any("Communication" in line for line in e.explain)
