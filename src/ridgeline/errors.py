@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
@@ -16,6 +15,8 @@ class RidgelineError(ValueError):
 
 def unknown_name(kind: str, name: str, known: Iterable[str], listing: str) -> RidgelineError:
     """An unknown catalogue name, with the closest known names suggested."""
+    import difflib
+
     names = sorted(known)
     close = difflib.get_close_matches(name.lower(), names, n=3, cutoff=0.4)
     hint = f"did you mean {', '.join(close)}? " if close else ""
