@@ -22,6 +22,14 @@ MODEL = typer.Option("llama-3.1-8b", "--model", "-m", help="Catalogue name, conf
 GPU = typer.Option("h100-sxm", "--gpu", "-g", help="Accelerator name (see `ridgeline gpus`).")
 GPU_FILE = typer.Option(None, "--gpu-file", help="Extra accelerators, TOML or JSON.")
 CALIBRATION = typer.Option(None, "--calibration", help="Calibration JSON from `ridgeline fit`.")
+WEIGHTS = typer.Option("bf16", "--weights", "-w", help="bf16, fp8, int8, int4, int4-g128, ...")
+MATHS = typer.Option("bf16", "--maths", help="Arithmetic dtype: bf16 or fp8 (at the fp8 peak).")
+KV_DTYPE = typer.Option("bf16", "--kv-dtype", help="KV-cache dtype: bf16, fp8 or int8.")
+BATCH = typer.Option(1, "--batch", "-b", help="Sequences served together.")
+TP = typer.Option(1, "--tp", help="Tensor-parallel GPUs.")
+PRESET = typer.Option(
+    "lesson", "--preset", help="ideal (the film, 100%) or lesson (60% FLOP/s, 80% bandwidth)."
+)
 JSON = typer.Option(False, "--json", help="Print JSON with stable keys instead of tables.")
 
 
@@ -35,16 +43,16 @@ def emit_json(data: Any) -> None:
 def estimate(
     model: str = MODEL,
     gpu: str = GPU,
-    weights: str = typer.Option("bf16", "--weights", "-w", help="bf16, fp8, int8, int4, int4-g128, ..."),
-    maths: str = typer.Option("bf16", "--maths", help="Arithmetic dtype: bf16 or fp8 (at the fp8 peak)."),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV-cache dtype: bf16, fp8 or int8."),
+    weights: str = WEIGHTS,
+    maths: str = MATHS,
+    kv_dtype: str = KV_DTYPE,
     prompt: int = typer.Option(2000, "--prompt", "-p", help="Prompt tokens."),
     output: int = typer.Option(500, "--output", "-o", help="Output tokens (decode steps)."),
-    batch: int = typer.Option(1, "--batch", "-b", help="Identical requests served together."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel GPUs."),
+    batch: int = BATCH,
+    tp: int = TP,
     pp: int = typer.Option(1, "--pp", help="Pipeline-parallel stages."),
     ep: int = typer.Option(1, "--ep", help="Expert-parallel GPUs (MoE)."),
-    preset: str = typer.Option("lesson", "--preset", help="ideal (the film) or lesson (60%/80%)."),
+    preset: str = PRESET,
     compute_eff: Optional[float] = typer.Option(None, "--compute-eff", help="Fraction of peak FLOP/s."),
     bandwidth_eff: Optional[float] = typer.Option(None, "--bandwidth-eff", help="Fraction of bandwidth."),
     price: Optional[float] = typer.Option(None, "--price", help="$ per GPU-hour."),
@@ -61,46 +69,16 @@ def estimate(
     as_json: bool = JSON,
 ) -> None:
     """Predict one request: FLOPs, bytes, bound, TTFT, TPOT, memory fit, cost, and why."""
-    from ridgeline.estimate import build_machine
-    from ridgeline.estimate import estimate as run
+    from ridgeline.estimate import build_machine, estimate_on
     from ridgeline.hardware import get_accelerator
 
     hw = get_accelerator(gpu, gpu_file, peak_tflops, bandwidth_tbs, memory_gb)
-    result = run(
-        model,
-        hw,
-        weights,
-        prompt,
-        output,
-        batch,
-        tp,
-        pp,
-        ep,
-        preset,
-        compute_eff,
-        bandwidth_eff,
-        maths,
-        kv_dtype,
-        price,
-        calibration=calibration,
-        method=method,
-    )
-    data = result.to_dict()
     m = build_machine(
-        model,
-        hw,
-        weights,
-        maths,
-        kv_dtype,
-        tp,
-        pp,
-        ep,
-        preset,
-        compute_eff,
-        bandwidth_eff,
-        calibration=calibration,
-        method=method,
-    )
+        model, hw, weights, maths, kv_dtype, tp, pp, ep, preset, compute_eff, bandwidth_eff,
+        calibration=calibration, method=method,
+    )  # fmt: skip
+    result = estimate_on(m, prompt, output, batch, price, preset)
+    data = result.to_dict()
     if ops:
         from ridgeline.ledger_view import ledger_view
 
@@ -130,13 +108,13 @@ def estimate(
 def ops_command(
     model: str = MODEL,
     gpu: str = GPU,
-    weights: str = typer.Option("bf16", "--weights", "-w", help="Weight dtype."),
-    maths: str = typer.Option("bf16", "--maths", help="Arithmetic dtype."),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV-cache dtype."),
+    weights: str = WEIGHTS,
+    maths: str = MATHS,
+    kv_dtype: str = KV_DTYPE,
     prompt: int = typer.Option(2000, "--prompt", "-p", help="Prompt tokens (prefill; decode context)."),
-    batch: int = typer.Option(1, "--batch", "-b", help="Sequences in the pass."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel GPUs."),
-    preset: str = typer.Option("lesson", "--preset", help="ideal or lesson."),
+    batch: int = BATCH,
+    tp: int = TP,
+    preset: str = PRESET,
     gpu_file: Optional[str] = GPU_FILE,
     as_json: bool = JSON,
 ) -> None:

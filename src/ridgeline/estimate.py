@@ -175,21 +175,19 @@ def estimate(
     for name, value in (("--prompt", prompt), ("--output", output), ("--batch", batch)):
         check_size(name, value)
     m = build_machine(
-        model,
-        gpu,
-        weights,
-        maths,
-        kv_dtype,
-        tp,
-        pp,
-        ep,
-        preset,
-        compute_eff,
-        bandwidth_eff,
-        gpu_file,
-        calibration,
-        method,
-    )
+        model, gpu, weights, maths, kv_dtype, tp, pp, ep, preset, compute_eff, bandwidth_eff, gpu_file,
+        calibration, method,
+    )  # fmt: skip
+    return estimate_on(m, prompt, output, batch, price_per_gpu_hour, preset)
+
+
+def estimate_on(
+    m: Machine, prompt: int, output: int, batch: int = 1, price_per_gpu_hour: float | None = None,
+    preset: str = "lesson",
+) -> Estimate:  # fmt: skip
+    """Estimate a request on a machine already built (see build_machine)."""
+    for name, value in (("--prompt", prompt), ("--output", output), ("--batch", batch)):
+        check_size(name, value)
     if prompt + output > m.arch.max_context:
         raise RidgelineError(
             f"prompt + output = {prompt + output:,} tokens exceeds {m.arch.name}'s context of "
