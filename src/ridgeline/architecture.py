@@ -9,6 +9,7 @@ the final norm, the embedding and, when untied, the lm_head. Readers for Hugging
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -86,12 +87,16 @@ class Architecture:
     def layer_windows(self) -> tuple[int, ...]:
         return self.windows or (0,) * self.layers
 
-    def window_groups(self) -> list[tuple[int, int]]:
+    def window_groups(self) -> tuple[tuple[int, int], ...]:
         """(layers, window) pairs, window 0 meaning global attention."""
+        return self._window_groups
+
+    @cached_property
+    def _window_groups(self) -> tuple[tuple[int, int], ...]:
         counts: dict[int, int] = {}
         for w in self.layer_windows():
             counts[w] = counts.get(w, 0) + 1
-        return sorted(((n, w) for w, n in counts.items()), key=lambda g: g[1])
+        return tuple(sorted(((n, w) for w, n in counts.items()), key=lambda g: g[1]))
 
     # --- parameters ------------------------------------------------------------
     @property
@@ -169,17 +174,17 @@ class Architecture:
         total += self.moe_layers * (self.moe_fixed_params + experts_counted * self.expert_params)
         return total + self.hidden + self.embedding_params + self.lm_head_params
 
-    @property
+    @cached_property
     def parameters(self) -> int:
         """Every parameter, the embedding and the lm_head included (the golden convention)."""
         return self._params(self.experts)
 
-    @property
+    @cached_property
     def active_parameters(self) -> int:
         """Parameters one token uses: the MoE layers count only experts_per_token experts."""
         return self._params(self.experts_per_token)
 
-    @property
+    @cached_property
     def routed_expert_params(self) -> int:
         """All routed-expert parameters, the part of a MoE model a step reads selectively."""
         return self.moe_layers * self.experts * self.expert_params

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ridgeline.errors import RidgelineError
 
@@ -41,6 +42,7 @@ class Precision:
         return max(BITS[self.maths], 16.0) / 8.0
 
 
+@lru_cache(maxsize=64)
 def weight_bits(weights: str) -> float:
     """Bits per stored weight, group scales included. `file` means the model file's own
     mix (a GGUF file knows it); it has no fixed width here."""
