@@ -22,7 +22,9 @@ MODEL = typer.Option("llama-3.1-8b", "--model", "-m", help="Catalogue name, conf
 GPU = typer.Option("h100-sxm", "--gpu", "-g", help="Accelerator name (see `ridgeline gpus`).")
 GPU_FILE = typer.Option(None, "--gpu-file", help="Extra accelerators, TOML or JSON.")
 CALIBRATION = typer.Option(None, "--calibration", help="Calibration JSON from `ridgeline fit`.")
-WEIGHTS = typer.Option("bf16", "--weights", "-w", help="bf16, fp8, int8, int4, int4-g128, ...")
+WEIGHTS = typer.Option(
+    None, "--weights", "-w", help="bf16 (default), fp8, int8, int4, int4-g128, or file (a .gguf's own mix)."
+)
 MATHS = typer.Option("bf16", "--maths", help="Arithmetic dtype: bf16 or fp8 (at the fp8 peak).")
 KV_DTYPE = typer.Option("bf16", "--kv-dtype", help="KV-cache dtype: bf16, fp8 or int8.")
 BATCH = typer.Option(1, "--batch", "-b", help="Sequences served together.")
@@ -43,7 +45,7 @@ def emit_json(data: Any) -> None:
 def estimate(
     model: str = MODEL,
     gpu: str = GPU,
-    weights: str = WEIGHTS,
+    weights: Optional[str] = WEIGHTS,
     maths: str = MATHS,
     kv_dtype: str = KV_DTYPE,
     prompt: int = typer.Option(2000, "--prompt", "-p", help="Prompt tokens."),
@@ -108,7 +110,7 @@ def estimate(
 def ops_command(
     model: str = MODEL,
     gpu: str = GPU,
-    weights: str = WEIGHTS,
+    weights: Optional[str] = WEIGHTS,
     maths: str = MATHS,
     kv_dtype: str = KV_DTYPE,
     prompt: int = typer.Option(2000, "--prompt", "-p", help="Prompt tokens (prefill; decode context)."),
@@ -175,7 +177,7 @@ def gpus(gpu_file: Optional[str] = GPU_FILE, as_json: bool = JSON) -> None:
 @app.command()
 def models(
     spec: Optional[str] = typer.Argument(None, help="Describe one: a name, config.json or .gguf."),
-    weights: str = typer.Option("bf16", "--weights", "-w", help="Dtype for weight bytes."),
+    weights: Optional[str] = WEIGHTS,
     as_json: bool = JSON,
 ) -> None:
     """The model catalogue, or one model described."""

@@ -10,9 +10,9 @@ from ridgeline.models import catalogue_model, catalogue_names, get_model
 from ridgeline.precision import make_precision
 
 
-def describe_arch(arch: Architecture, weights: str = "bf16") -> dict[str, Any]:
-    if weights == "bf16" and arch.file_bytes_per_param is not None:
-        weights = "file"
+def describe_arch(arch: Architecture, weights: str | None = None) -> dict[str, Any]:
+    if weights is None:
+        weights = "bf16" if arch.file_bytes_per_param is None else "file"
     prec = make_precision(weights)
     return {
         "name": arch.name,
@@ -39,9 +39,9 @@ def describe_arch(arch: Architecture, weights: str = "bf16") -> dict[str, Any]:
     }
 
 
-def describe(spec: str, weights: str = "bf16") -> dict[str, Any]:
+def describe(spec: str, weights: str | None = None) -> dict[str, Any]:
     return describe_arch(get_model(spec), weights)
 
 
-def describe_all(weights: str = "bf16") -> list[dict[str, Any]]:
+def describe_all(weights: str | None = None) -> list[dict[str, Any]]:
     return [describe_arch(catalogue_model(n), weights) for n in catalogue_names()]

@@ -111,7 +111,7 @@ def check_size(name: str, value: Any, minimum: int = 1) -> int:
 def build_machine(
     model: str | Architecture = "llama-3.1-8b",
     gpu: str | Accelerator = "h100-sxm",
-    weights: str = "bf16",
+    weights: str | None = None,
     maths: str = "bf16",
     kv_dtype: str = "bf16",
     tp: int = 1,
@@ -130,6 +130,8 @@ def build_machine(
     --compute-eff / --bandwidth-eff still win over both."""
     arch = model if isinstance(model, Architecture) else get_model(model)
     hw = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu, gpu_file)
+    if weights is None:  # bf16, or the stored mix of a GGUF file
+        weights = "bf16" if arch.file_bytes_per_param is None else "file"
     if weights == "file" and arch.file_bytes_per_param is None:
         raise RidgelineError("--weights file needs a .gguf model; give a dtype such as bf16")
     prec = make_precision(weights, maths, kv_dtype)
@@ -154,7 +156,7 @@ def build_machine(
 def estimate(
     model: str | Architecture = "llama-3.1-8b",
     gpu: str | Accelerator = "h100-sxm",
-    weights: str = "bf16",
+    weights: str | None = None,
     prompt: int = 2000,
     output: int = 500,
     batch: int = 1,
