@@ -1,0 +1,81 @@
+// The readouts: times, rates, intensities, bounds and the memory plan, as the server sent them.
+
+import { g3, gigabytes, oneDecimal, percent, seconds, whole } from "./format.js";
+
+function put(id, textValue, value) {
+  const node = document.getElementById(id);
+  node.textContent = textValue;
+  if (value !== undefined) node.dataset.value = String(value);
+}
+
+export function drawReadouts(e) {
+  put("ttft", seconds(e.ttft_s), e.ttft_s);
+  put("tpot", seconds(e.tpot_s), e.tpot_s);
+  put("tps-user", whole(e.tokens_per_s), e.tokens_per_s);
+  put("tps-total", whole(e.batch_tokens_per_s), e.batch_tokens_per_s);
+  put("ridge", whole(e.ridge), e.ridge);
+  put("total", seconds(e.total_s), e.total_s);
+  put("share", `${percent(e.decode_share)} decode`, e.decode_share);
+  put("prefill-intensity", whole(e.prefill.intensity), e.prefill.intensity);
+  put("decode-intensity", oneDecimal(e.decode.intensity), e.decode.intensity);
+  put("prefill-bound", e.prefill.bound);
+  put("decode-bound", e.decode.bound);
+  drawMemory(e.memory, e.inputs);
+  const explain = document.getElementById("explain");
+  explain.replaceChildren(...e.explain.map((line) => {
+    const li = document.createElement("li");
+    li.textContent = line;
+    return li;
+  }));
+}
+
+function drawMemory(m, inputs) {
+  const g = m.per_gpu;
+  const other = g.activation_bytes + g.overhead_bytes;
+  const scale = Math.max(g.capacity_bytes, g.total_bytes);
+  const widths = { weights: g.weight_bytes, kv: g.kv_bytes, other };
+  for (const [name, bytes] of Object.entries(widths)) {
+    document.getElementById(`seg-${name}`).style.width = `${(100 * bytes) / scale}%`;
+  }
+  document.getElementById("mark-usable").style.left = `${(100 * g.usable_bytes) / scale}%`;
+  const membar = document.getElementById("membar");
+  membar.classList.toggle("over", !m.fits);
+  const verdict = document.getElementById("memory-verdict");
+  verdict.textContent = !m.fits ? "does not fit" : m.serves ? "fits and serves" : "fits, too little KV room to serve";
+  verdict.className = `verdict ${!m.fits ? "bad" : m.serves ? "good" : "warn"}`;
+  const swatch = (cls, label) => {
+    const span = document.createElement("span");
+    span.className = `key ${cls}`;
+    span.textContent = label;
+    return span;
+  };
+  const memoryText = document.getElementById("memory-text");
+  memoryText.replaceChildren(
+    swatch("weights", `weights ${gigabytes(g.weight_bytes)}`), " + ",
+    swatch("kv", `KV ${gigabytes(g.kv_bytes)}`), " + ",
+    swatch("other", `runtime ${gigabytes(other)}`),
+    ` = ${gigabytes(g.total_bytes)} of ${gigabytes(g.usable_bytes)} usable (red line; ` +
+    `${gigabytes(g.capacity_bytes)} on the GPU). Room for ${whole(m.max_batch)} sequences of ` +
+    `${whole(inputs.prompt + inputs.output)} tokens.`,
+  );
+  memoryText.dataset.value = String(g.total_bytes);
+  const suggestions = document.getElementById("suggestions");
+  suggestions.hidden = m.suggestions.length === 0;
+  suggestions.textContent = m.suggestions.length
+    ? `Plans that serve: ${m.suggestions.map((s) => `${s.weights} on ${s.gpus} GPU${s.gpus > 1 ? "s" : ""}`).join(", ")}.`
+    : "";
+}
+
+export function describeChart(r, e) {
+  const caption = document.getElementById("chart-caption");
+  const pct = (x) => `${Math.round(x * 100)}%`;
+  caption.textContent =
+    `${e.gpu.label}: ${whole(r.peak_flops / 1e12)} TFLOP/s (${e.inputs.maths}), ` +
+    `${g3(r.bandwidth_bytes_per_s / 1e12)} TB/s. ` +
+    `Solid roof: 100% of peak. Dashed: what the kernels reach ` +
+    `(${pct(r.compute_eff)} of FLOP/s, ${pct(r.bandwidth_eff)} of bandwidth).`;
+  document.getElementById("chart-desc").textContent =
+    `Ridge at ${whole(r.ridge)} FLOPs per byte. Prefill of ${whole(r.prefill.tokens)} tokens at ` +
+    `${whole(r.prefill.intensity)} FLOPs per byte is ${r.prefill.bound}-bound; decode at batch ` +
+    `${whole(r.decode.batch)} at ${oneDecimal(r.decode.intensity)} FLOPs per byte is ${r.decode.bound}-bound.`;
+}
