@@ -12,6 +12,8 @@ from ridgeline.estimate import Estimate
 from ridgeline.hardware import Accelerator
 
 console = Console(highlight=False)
+if not console.is_terminal:  # pipes and files: wide enough that tables keep their names whole
+    console.width = 120
 
 
 def estimate(e: Estimate) -> None:

@@ -1,0 +1,330 @@
+"""`ridgeline measure`, `compare`, `fit` and `probe`. This module imports only typer and
+the standard library; each command imports what it needs when it runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Optional
+
+import typer
+
+JSON = typer.Option(False, "--json", help="Print JSON with stable keys instead of tables.")
+MODEL = typer.Option(
+    None,
+    "--model",
+    "-m",
+    help="Model to predict with: catalogue name, config.json or .gguf (default: the records').",
+)
+GPU = typer.Option(
+    "h100-sxm", "--gpu", "-g", help="Accelerator to predict with (`host` after `ridgeline probe`)."
+)
+WEIGHTS = typer.Option(
+    None, "--weights", "-w", help="Weight dtype (default: the file's own for a .gguf, else bf16)."
+)
+PRESET = typer.Option("lesson", "--preset", help="ideal or lesson: the efficiencies predicted with.")
+TP = typer.Option(1, "--tp", help="Tensor-parallel GPUs.")
+GPU_FILE = typer.Option(None, "--gpu-file", help="Extra accelerators, TOML or JSON.")
+CALIBRATION = typer.Option(None, "--calibration", help="Calibration JSON from `ridgeline fit`.")
+
+
+def _emit(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def _ints(flag: str, text: str) -> list[int]:
+    from ridgeline.errors import RidgelineError
+
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise RidgelineError(
+            f"{flag} {text!r}: give whole numbers separated by commas, e.g. 128,512"
+        ) from None
+    if not values or min(values) < 1:
+        raise RidgelineError(f"{flag} {text!r}: every value must be a whole number >= 1")
+    return values
+
+
+def _floats(flag: str, text: str) -> list[float]:
+    from ridgeline.errors import RidgelineError
+
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise RidgelineError(f"{flag} {text!r}: give numbers separated by commas, e.g. 0.5,2") from None
+    if not values or min(values) <= 0:
+        raise RidgelineError(f"{flag} {text!r}: every value must be positive")
+    return values
+
+
+def _headers(lines: list[str], api_key: str | None) -> dict[str, str]:
+    from ridgeline.errors import RidgelineError
+
+    headers = {}
+    for line in lines:
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip():
+            raise RidgelineError(f"--header {line!r}: write it as 'Name: value'")
+        headers[name.strip()] = value.strip()
+    if api_key:
+        headers.setdefault("Authorization", f"Bearer {api_key}")
+    return headers
+
+
+def _machine(records_path: str, model: str | None, gpu: str, weights: str | None, **kw: Any) -> Any:
+    """The machine to predict with; the model defaults to the one the records name."""
+    from ridgeline.errors import RidgelineError
+    from ridgeline.estimate import build_machine
+    from ridgeline.metrics import read_records
+    from ridgeline.models import get_model
+
+    recs = read_records(records_path)
+    if model is None:
+        named = next((r.get("model") for r in recs if r.get("model")), None)
+        try:
+            arch = get_model(str(named))
+        except RidgelineError:
+            raise RidgelineError(
+                f"the records name model {named!r}, which ridgeline cannot resolve: pass --model "
+                "(a catalogue name, config.json or .gguf)"
+            ) from None
+    else:
+        arch = get_model(model)
+    weights = weights or ("file" if arch.file_bytes_per_param is not None else "bf16")
+    return build_machine(arch, gpu, weights, **kw), recs
+
+
+def measure(
+    url: str = typer.Argument(..., help="The server's base URL, such as http://127.0.0.1:8080/v1."),
+    model: str = typer.Option(..., "--model", "-m", help="Model name to send (as the server knows it)."),
+    prompt_tokens: str = typer.Option("512", "--prompt-tokens", "-p", help="Prompt length(s), N[,N...]."),
+    output_tokens: int = typer.Option(128, "--output-tokens", "-o", help="Tokens to generate (max_tokens)."),
+    concurrency: Optional[str] = typer.Option(
+        None, "--concurrency", "-c", help="Requests in flight, C[,C...] (default 1; with --rate, no cap)."
+    ),
+    rate: Optional[str] = typer.Option(
+        None,
+        "--rate",
+        help="Open loop: arrivals per second, R[,R...]; --concurrency caps the requests in flight.",
+    ),
+    burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of arrival gaps: 1 is Poisson."),
+    requests: int = typer.Option(10, "--requests", "-n", help="Requests per grid point."),
+    duration: Optional[float] = typer.Option(None, "--duration", help="Seconds per grid point, at most."),
+    warmup: int = typer.Option(1, "--warmup", help="Unrecorded warm-up requests."),
+    sweep: bool = typer.Option(False, "--sweep", help="Warm up at every grid point, not only the first."),
+    out: str = typer.Option(
+        "results.jsonl", "--out", help="Records file (JSONL), appended as requests finish."
+    ),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue the run in --out: send only what is missing."
+    ),
+    api: str = typer.Option("completions", "--api", help="completions or chat."),
+    api_key_env: str = typer.Option(
+        "OPENAI_API_KEY", "--api-key-env", help="Environment variable with the key."
+    ),
+    api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (prefer --api-key-env)."),
+    header: list[str] = typer.Option([], "--header", "-H", help="Extra header 'Name: value' (repeatable)."),
+    insecure: bool = typer.Option(False, "--insecure", help="Do not verify TLS certificates."),
+    ca_bundle: Optional[str] = typer.Option(None, "--ca-bundle", help="CA bundle to verify TLS with."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds a request may take in all."),
+    connect_timeout: float = typer.Option(10.0, "--connect-timeout", help="Seconds to connect."),
+    ignore_eos: bool = typer.Option(
+        True, "--ignore-eos/--no-ignore-eos", help="Ask for exactly max_tokens (ignore_eos, min_tokens)."
+    ),
+    extra_body: Optional[str] = typer.Option(
+        None, "--extra-body", help="JSON object merged into each request."
+    ),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Local .gguf or tokenizer.json."),
+    seed: int = typer.Option(0, "--seed", help="Seed for prompts and arrivals."),
+    slo_ttft: Optional[float] = typer.Option(None, "--slo-ttft", help="TTFT objective (s), for goodput."),
+    slo_tpot: Optional[float] = typer.Option(None, "--slo-tpot", help="TPOT objective (s), for goodput."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+    as_json: bool = JSON,
+) -> None:
+    """Benchmark a live OpenAI-compatible endpoint; one JSONL record per request."""
+    import asyncio
+    from pathlib import Path
+
+    from ridgeline.errors import RidgelineError
+    from ridgeline.measure import records, render
+    from ridgeline.measure.client import Endpoint
+    from ridgeline.measure.run import Hooks, Plan, run
+    from ridgeline.measure.workload import grid
+    from ridgeline.metrics import Slo, read_records
+
+    if not url.startswith(("http://", "https://")):
+        raise RidgelineError(
+            f"URL {url!r} must start with http:// or https://, e.g. http://127.0.0.1:8080/v1"
+        )
+    if api not in ("completions", "chat"):
+        raise RidgelineError(f"--api {api!r}: use completions or chat")
+    for flag, value in (("--output-tokens", output_tokens), ("--requests", requests), ("--timeout", timeout)):
+        if value <= 0:
+            raise RidgelineError(f"{flag} must be positive, got {value}")
+    if warmup < 0 or burstiness <= 0 or (duration is not None and duration <= 0):
+        raise RidgelineError("--warmup must be >= 0, and --burstiness and --duration positive")
+    body: dict[str, Any] = {}
+    if extra_body:
+        try:
+            body = json.loads(extra_body)
+        except ValueError:
+            body = None  # type: ignore[assignment]
+        if not isinstance(body, dict):
+            raise RidgelineError("--extra-body must be a JSON object, e.g. '{\"top_k\": 1}'")
+    key = api_key or os.environ.get(api_key_env) or None
+    ep = Endpoint(
+        base_url=url,
+        model=model,
+        api=api,
+        headers=_headers(header, key),
+        verify=False if insecure else (ca_bundle or True),
+        timeout_s=timeout,
+        connect_timeout_s=connect_timeout,
+        ignore_eos=ignore_eos,
+        extra_body=body,
+    )
+    points = grid(
+        _ints("--prompt-tokens", prompt_tokens),
+        _ints("--concurrency", concurrency) if concurrency else ([] if rate else [1]),
+        _floats("--rate", rate) if rate else None,
+    )
+    plan = Plan(points, requests, output_tokens, duration, warmup, sweep, burstiness, seed, tokenizer)
+    path = Path(out)
+    progress = render.Progress(quiet or as_json)
+    hooks = Hooks(progress.note, progress.on_point, progress.on_record)
+    interrupted = False
+    try:
+        asyncio.run(run(plan, ep, path, resume, hooks))
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        progress.stop()
+    recs = [r for r in read_records(path) if any(p.matches(r) for p in points)] if path.exists() else []
+    slo = Slo(slo_ttft, slo_tpot)
+    overall = records.summary(recs, slo)
+    code = 130 if interrupted else 1 if overall["errors"] else 0
+    data: dict[str, Any] = {
+        "out": str(path),
+        "written": progress.written,
+        "interrupted": interrupted,
+        "points": [
+            {
+                "prompt_tokens": p.prompt_tokens,
+                "concurrency": p.concurrency,
+                "rate_per_s": p.rate_per_s,
+                "label": p.label,
+                "summary": records.summary([r for r in recs if p.matches(r)], slo),
+            }
+            for p in points
+        ],
+        "overall": overall,
+        "exit_code": code,
+    }
+    if as_json:
+        _emit(data)
+    else:
+        render.measure(data)
+    if interrupted:
+        sys.stderr.write(f"ridgeline: interrupted; {len(recs)} record(s) are in {path}: --resume continues\n")
+    raise typer.Exit(code)
+
+
+def compare(
+    results: str = typer.Argument(..., help="Records (JSONL) from `measure` or `simulate`."),
+    model: Optional[str] = MODEL,
+    gpu: str = GPU,
+    weights: Optional[str] = WEIGHTS,
+    preset: str = PRESET,
+    tp: int = TP,
+    gpu_file: Optional[str] = GPU_FILE,
+    calibration: Optional[str] = CALIBRATION,
+    plot: Optional[str] = typer.Option(None, "--plot", help="Folder for PNG plots (needs matplotlib)."),
+    as_json: bool = JSON,
+) -> None:
+    """Measured against predicted: TTFT, TPOT, ceiling, KV slowdown, fixed offset."""
+    from pathlib import Path
+
+    from ridgeline.measure import render
+    from ridgeline.measure.compare import compare as run
+
+    m, recs = _machine(
+        results, model, gpu, weights, tp=tp, preset=preset, gpu_file=gpu_file, calibration=calibration
+    )
+    result = run(m, recs)
+    paths = []
+    if plot:
+        from ridgeline.measure.plots import plot as draw
+
+        paths = [str(p) for p in draw(m, result, Path(plot))]
+    if as_json:
+        _emit(result.to_dict() | {"plots": paths})
+        return
+    render.compare(result)
+    for p in paths:
+        render.console.print(f"plot: {p}")
+
+
+def fit(
+    results: str = typer.Argument(..., help="Records (JSONL) of a sweep."),
+    model: Optional[str] = MODEL,
+    gpu: str = GPU,
+    weights: Optional[str] = WEIGHTS,
+    preset: str = PRESET,
+    tp: int = TP,
+    gpu_file: Optional[str] = GPU_FILE,
+    out: Optional[str] = typer.Option(
+        None, "--out", help="Calibration JSON to write (default: beside the records, .calibration.json)."
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Fit effective FLOP/s, bandwidth, per-step overhead and TTFT offset; write a calibration."""
+    from pathlib import Path
+
+    from ridgeline.calibration import save_calibration
+    from ridgeline.measure import render
+    from ridgeline.measure.fit import fit as run
+
+    m, recs = _machine(results, model, gpu, weights, tp=tp, preset=preset, gpu_file=gpu_file)
+    result = run(m, recs)
+    src = Path(results)
+    path = Path(out) if out else src.with_name(src.name.removesuffix(".jsonl") + ".calibration.json")
+    save_calibration(result.calibration(f"ridgeline fit {src.name}"), path)
+    if as_json:
+        _emit(result.to_dict() | {"calibration": str(path)})
+        for warning in result.warnings:
+            sys.stderr.write(f"warning: {warning}\n")
+        return
+    render.fit(result, str(path))
+
+
+def probe(
+    name: str = typer.Option("host", "--name", help="Accelerator name to save it as."),
+    quick: bool = typer.Option(False, "--quick", help="Small sizes: under a second, rougher figures."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="Threads for the bandwidth kernel."),
+    save: bool = typer.Option(True, "--save/--no-save", help="Save into the config folder's gpus.json."),
+    as_json: bool = JSON,
+) -> None:
+    """Measure this host's roofline (fp32 matmul FLOP/s, streaming bandwidth); save it as `host`."""
+    from ridgeline.errors import RidgelineError
+    from ridgeline.measure import probe as probing
+    from ridgeline.measure import render
+
+    if not name or not name.replace("-", "").replace("_", "").isalnum():
+        raise RidgelineError(f"--name {name!r}: use letters, digits, - and _")
+    if threads is not None and threads < 1:
+        raise RidgelineError(f"--threads must be >= 1, got {threads}")
+    result = probing.probe(name.lower(), "quick" if quick else "full", threads)
+    path = str(probing.save(result)) if save else None
+    if as_json:
+        _emit(result.to_dict() | {"entry": result.entry(), "saved_to": path})
+        return
+    render.probe(result, path)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(measure)
+    app.command()(compare)
+    app.command()(fit)
+    app.command()(probe)

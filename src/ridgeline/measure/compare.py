@@ -1,0 +1,189 @@
+"""Measured against predicted, from any records (`measure`'s or the simulator's).
+
+Requests are grouped by load point (prompt length, concurrency); each group's medians
+are held against the core's prediction for that request shape:
+
+    TTFT_pred  = the prefill of the prompt at batch 1 (+ a calibrated offset)
+    TPOT_pred  = the mean decode step at batch C over contexts prompt .. prompt + N - 2
+    ceiling    = TPOT at the `ideal` preset (100% of bandwidth and peak) / measured TPOT
+                 (the seed's 156 tokens/s over an H100's 208 is 75%)
+    offset     = intercept of measured TTFT against predicted prefill time: the fixed
+                 part (network, HTTP, queueing) that no prompt length changes
+    KV slowdown = 1 - decode rate at the longest prompt / rate at the shortest, measured
+                 and predicted, beside the extra bytes per step that the longer KV cache
+                 adds (the seed's 156 -> 136 tokens/s, 13% slower, for 13% more bytes)
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from ridgeline.ledger import pass_work
+from ridgeline.request import request_timeline
+from ridgeline.roofline import PRESETS, Machine, time_work
+
+
+@dataclass(frozen=True)
+class Group:
+    """One load point's successful requests, as medians."""
+
+    prompt_tokens: int
+    concurrency: int
+    n: int
+    output_tokens: int
+    ttft_s: float
+    tpot_s: float | None
+    e2e_s: float
+
+    @property
+    def decode_steps(self) -> int:
+        return max(self.output_tokens - 1, 1)
+
+
+def _median(values: list[Any]) -> float | None:
+    xs = [float(v) for v in values if v is not None]
+    return statistics.median(xs) if xs else None
+
+
+def groups(records: list[dict[str, Any]]) -> list[Group]:
+    """Successful requests grouped by (target prompt length, concurrency)."""
+    buckets: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for r in records:
+        if r.get("error") or r.get("ttft_s") is None or not r.get("prompt_tokens"):
+            continue
+        key = (int(r.get("target_prompt_tokens") or r["prompt_tokens"]), int(r.get("concurrency") or 1))
+        buckets.setdefault(key, []).append(r)
+    out = []
+    for (_, conc), rs in sorted(buckets.items()):
+        out.append(
+            Group(
+                prompt_tokens=round(_median([r["prompt_tokens"] for r in rs]) or 0),
+                concurrency=conc,
+                n=len(rs),
+                output_tokens=round(_median([r.get("output_tokens") for r in rs]) or 1),
+                ttft_s=_median([r["ttft_s"] for r in rs]) or 0.0,
+                tpot_s=_median([r.get("tpot_s") for r in rs]),
+                e2e_s=_median([r.get("e2e_s") for r in rs]) or 0.0,
+            )
+        )
+    return out
+
+
+def predict(m: Machine, g: Group) -> tuple[float, float]:
+    """(TTFT, TPOT) the core predicts for this group's request shape."""
+    first = request_timeline(m, g.prompt_tokens, 1, 1)
+    t = request_timeline(m, g.prompt_tokens, g.decode_steps, g.concurrency)
+    return first.ttft_s, t.tpot_s
+
+
+def ideal(m: Machine) -> Machine:
+    """The same machine at 100% of peak and bandwidth, with no fixed costs: the ceiling."""
+    return replace(m, eff=PRESETS["ideal"])
+
+
+def decode_parts_s(m: Machine, g: Group) -> dict[str, float]:
+    """The middle decode step's time split into weight reads, KV reads and arithmetic."""
+    step = pass_work(m.arch, m.prec, 1, g.prompt_tokens + g.decode_steps // 2, g.concurrency)
+    timed = time_work(step, m)
+    bandwidth = float(timed.memory_s) / float(step.bytes)  # seconds per byte, as the machine reads
+    return {
+        "weights_s": float(step.weight_bytes) * bandwidth,
+        "kv_s": float(step.kv_read_bytes + step.kv_write_bytes) * bandwidth,
+        "compute_s": float(timed.compute_s),
+        "overhead_s": m.eff.step_overhead_s,
+        "bytes_per_step": float(step.bytes),
+    }
+
+
+@dataclass(frozen=True)
+class Row:
+    prompt_tokens: int
+    concurrency: int
+    n: int
+    output_tokens: int
+    ttft_s: float
+    ttft_pred_s: float
+    tpot_s: float | None
+    tpot_pred_s: float
+    ceiling_fraction: float | None
+    effective_bandwidth_bytes_per_s: float | None
+    decode_parts_s: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    model: str
+    gpu: str
+    rows: list[Row]
+    ttft_offset_s: float | None
+    prefill_slope: float | None  # measured prefill time per predicted second
+    kv_slowdown: float | None
+    kv_slowdown_pred: float | None
+    kv_extra_bytes_fraction: float | None
+    ceiling_fraction: float | None  # at the lowest concurrency and shortest prompt
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def ttft_intercept(points: list[tuple[float, float]]) -> tuple[float | None, float | None]:
+    """Least-squares line measured = offset + slope x predicted, over (pred, meas)."""
+    if not points:
+        return None, None
+    if len({round(p, 12) for p, _ in points}) < 2:
+        pred, meas = points[0]
+        return meas - pred, 1.0
+    import numpy as np
+
+    fitted = np.polyfit([p for p, _ in points], [v for _, v in points], 1)
+    return float(fitted[1]), float(fitted[0])
+
+
+def compare(m: Machine, records: list[dict[str, Any]]) -> Comparison:
+    gs = groups(records)
+    top = ideal(m)
+    rows = []
+    for g in gs:
+        ttft_pred, tpot_pred = predict(m, g)
+        _, tpot_ideal = predict(top, g)
+        parts = decode_parts_s(m, g)
+        rows.append(
+            Row(
+                g.prompt_tokens,
+                g.concurrency,
+                g.n,
+                g.output_tokens,
+                g.ttft_s,
+                ttft_pred,
+                g.tpot_s,
+                tpot_pred,
+                tpot_ideal / g.tpot_s if g.tpot_s else None,
+                parts["bytes_per_step"] / g.tpot_s if g.tpot_s else None,
+                parts,
+            )
+        )
+    notes = []
+    low = min((r.concurrency for r in rows), default=1)
+    base = [r for r in rows if r.concurrency == low]
+    prefill = [(r.ttft_pred_s - m.eff.ttft_offset_s, r.ttft_s) for r in base]
+    offset, slope = ttft_intercept(prefill)
+    if low > 1:
+        notes.append(f"no concurrency-1 points: TTFT at concurrency {low} includes queueing")
+    if any(r.concurrency > 1 for r in rows):
+        notes.append("TTFT is predicted unloaded (batch 1); at higher concurrency the gap is queueing")
+    slow = slow_pred = extra = None
+    timed = [r for r in base if r.tpot_s]
+    if len({r.prompt_tokens for r in timed}) >= 2:
+        short, long_ = timed[0], timed[-1]
+        assert short.tpot_s is not None and long_.tpot_s is not None
+        slow = 1 - short.tpot_s / long_.tpot_s
+        slow_pred = 1 - short.tpot_pred_s / long_.tpot_pred_s
+        b_short, b_long = short.decode_parts_s["bytes_per_step"], long_.decode_parts_s["bytes_per_step"]
+        extra = b_long / b_short - 1
+    ceiling = timed[0].ceiling_fraction if timed else None
+    if not rows:
+        notes.append("no successful requests to compare")
+    return Comparison(m.arch.name, m.hw.name, rows, offset, slope, slow, slow_pred, extra, ceiling, notes)

@@ -1,0 +1,286 @@
+"""Fit the roofline to a sweep: effective FLOP/s F, effective bandwidth W, a per-step
+overhead o and a fixed TTFT offset t0, by weighted least squares.
+
+For each load point the model is
+
+    TTFT = t0 + o + max(FLOPs_prefill / F, bytes_prefill / W) + comm
+    TPOT = o + mean over decode steps of max(FLOPs_i / F, bytes_i / W) + comm
+
+Once each pass is known to be compute- or memory-bound the model is linear in
+(t0, o, 1/F, 1/W); the bound is assigned from the current estimate and the fit repeated
+until it settles. Rows are weighted by 1/measured, so the fit minimises relative error,
+and uncertainties come from the residual variance, s^2 (X^T X)^-1. Parameters the data
+cannot determine (too few points, collinear columns, a negative value) are held at the
+preset, and the fit says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from ridgeline.calibration import Calibration
+from ridgeline.ledger import pass_work
+from ridgeline.measure.compare import Group, groups, predict
+from ridgeline.roofline import Efficiency, Machine, time_work
+
+PARAMS = ("ttft_offset_s", "step_overhead_s", "seconds_per_flop", "seconds_per_byte")
+HOLD_ORDER = ("step_overhead_s", "ttft_offset_s", "seconds_per_flop", "seconds_per_byte")
+MAX_CONDITION = 1e4  # beyond this the columns are too alike to tell apart
+
+
+@dataclass(frozen=True)
+class Row:
+    """One observation: measured seconds, and per pass the FLOPs and bytes that one GPU
+    handles (the roofline's numerators), with the communication time on top."""
+
+    kind: str  # ttft | tpot
+    measured_s: float
+    flops: Any  # float, or an array over decode steps
+    bytes: Any
+    comm_s: float
+
+
+def unit_machine(m: Machine) -> Machine:
+    """Efficiencies 1 and no fixed costs: compute_s x peak gives FLOPs per GPU."""
+    return replace(m, eff=Efficiency(1.0, 1.0))
+
+
+def rows_of(m: Machine, gs: list[Group]) -> list[Row]:
+    """TTFT rows from the lowest concurrency (higher ones include queueing) and TPOT rows
+    from every point with two or more tokens."""
+    import numpy as np
+
+    unit = unit_machine(m)
+    peak, bw = m.peak_flops, m.hw.bandwidth_bytes_per_s
+    low = min((g.concurrency for g in gs), default=1)
+    out = []
+    for g in gs:
+        if g.concurrency == low:
+            step = time_work(pass_work(m.arch, m.prec, g.prompt_tokens, 0, 1), unit)
+            out.append(
+                Row(
+                    "ttft",
+                    g.ttft_s,
+                    float(step.compute_s) * peak,
+                    float(step.memory_s) * bw,
+                    float(step.comm_s),
+                )
+            )
+        if g.tpot_s:
+            contexts = g.prompt_tokens + np.arange(g.decode_steps, dtype=float)
+            step = time_work(pass_work(m.arch, m.prec, 1, contexts, g.concurrency), unit)
+            comm = float(np.mean(step.comm_s))
+            out.append(
+                Row("tpot", g.tpot_s, np.asarray(step.compute_s) * peak, np.asarray(step.memory_s) * bw, comm)
+            )
+    return out
+
+
+def design(rows: list[Row], x: Any) -> tuple[Any, Any]:
+    """The linear system at the current estimate x = (t0, o, 1/F, 1/W): each pass's
+    FLOPs or bytes enter the column of whichever side bounds it."""
+    import numpy as np
+
+    a_mat, y = [], []
+    for r in rows:
+        flops, nbytes = np.atleast_1d(r.flops), np.atleast_1d(r.bytes)
+        compute = flops * x[2] >= nbytes * x[3]
+        a_mat.append(
+            [
+                1.0 if r.kind == "ttft" else 0.0,
+                1.0,
+                float(np.mean(np.where(compute, flops, 0.0))),
+                float(np.mean(np.where(compute, 0.0, nbytes))),
+            ]
+        )
+        y.append(r.measured_s - r.comm_s)
+    return np.array(a_mat), np.array(y)
+
+
+def solve(rows: list[Row], x0: Any, free: list[int]) -> tuple[Any, Any, float]:
+    """Weighted least squares over the free columns, the rest held at x0; returns x, the
+    covariance of the free parameters (None when n <= p) and the residual variance."""
+    import numpy as np
+
+    x = x0.copy()
+    cov = None
+    s2 = float("nan")
+    for _ in range(20):
+        a_mat, y = design(rows, x)
+        w = 1.0 / np.array([r.measured_s for r in rows])
+        # A free column can empty out when the current rates move every row to the other
+        # side of the ridge: hold that parameter where it is for this round.
+        live = [i for i in free if np.any(a_mat[:, i] != 0)]
+        fixed = [i for i in range(4) if i not in live]
+        rhs = (y - a_mat[:, fixed] @ x[fixed]) * w
+        lhs = a_mat[:, live] * w[:, None]
+        scale = np.linalg.norm(lhs, axis=0)  # columns span 1 s to 1e11 FLOPs: solve them at unit size
+        sol, *_ = np.linalg.lstsq(lhs / scale, rhs, rcond=None)
+        new = x.copy()
+        new[live] = sol / scale
+        settled = np.allclose(new, x, rtol=1e-9, atol=0)
+        x = new
+        if settled:
+            break
+    n, p = len(rows), len(free)
+    a_mat, y = design(rows, x)
+    w = 1.0 / np.array([r.measured_s for r in rows])
+    resid = (y - a_mat @ x) * w
+    if n > p:
+        s2 = float(resid @ resid) / (n - p)
+        lhs = a_mat[:, free] * w[:, None]
+        scale = np.linalg.norm(lhs, axis=0)
+        scale[scale == 0] = 1.0  # an empty column: its parameter was held, its variance is 0
+        unit = lhs / scale
+        cov = s2 * np.linalg.pinv(unit.T @ unit) / np.outer(scale, scale)
+    return x, cov, s2
+
+
+def determined(rows: list[Row], x: Any, free: list[int]) -> bool:
+    """Enough rows, independent columns, and no column left empty."""
+    import numpy as np
+
+    if len(rows) < len(free):
+        return False
+    a_mat, _ = design(rows, x)
+    w = 1.0 / np.array([r.measured_s for r in rows])
+    cols = a_mat[:, free] * w[:, None]
+    norms = np.linalg.norm(cols, axis=0)
+    if np.any(norms == 0):
+        return False
+    return bool(np.linalg.cond(cols / norms) < MAX_CONDITION)
+
+
+@dataclass(frozen=True)
+class Fit:
+    model: str
+    gpu: str
+    points: int
+    rows: int
+    effective_flops_per_s: float
+    effective_bandwidth_bytes_per_s: float
+    step_overhead_s: float
+    ttft_offset_s: float
+    uncertainty: dict[str, float | None]  # one standard deviation, same units
+    held: list[str]  # held at the preset
+    compute_eff: float  # fractions of the accelerator's peak and bandwidth
+    bandwidth_eff: float
+    error_before: dict[str, float | None]
+    error_after: dict[str, float | None]
+    warnings: list[str] = field(default_factory=list)
+
+    def calibration(self, source: str) -> Calibration:
+        return Calibration(
+            self.effective_flops_per_s,
+            self.effective_bandwidth_bytes_per_s,
+            self.step_overhead_s,
+            self.ttft_offset_s,
+            self.model,
+            self.gpu,
+            source,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def errors(m: Machine, gs: list[Group]) -> dict[str, float | None]:
+    """Mean and worst |predicted / measured - 1| of TTFT (lowest concurrency) and TPOT."""
+    low = min((g.concurrency for g in gs), default=1)
+    ttft, tpot = [], []
+    for g in gs:
+        t_pred, s_pred = predict(m, g)
+        if g.concurrency == low:
+            ttft.append(abs(t_pred / g.ttft_s - 1))
+        if g.tpot_s:
+            tpot.append(abs(s_pred / g.tpot_s - 1))
+
+    def mean(xs: list[float]) -> float | None:
+        return sum(xs) / len(xs) if xs else None
+
+    return {
+        "ttft_mean_abs": mean(ttft),
+        "ttft_max_abs": max(ttft, default=None),
+        "tpot_mean_abs": mean(tpot),
+        "tpot_max_abs": max(tpot, default=None),
+    }
+
+
+NAMES = {
+    "ttft_offset_s": "the fixed TTFT offset",
+    "step_overhead_s": "the per-step overhead",
+    "seconds_per_flop": "effective FLOP/s",
+    "seconds_per_byte": "effective bandwidth",
+}
+
+
+def fit(m: Machine, records: list[dict[str, Any]]) -> Fit:
+    """Fit (t0, o, F, W) to the records; what the data cannot determine stays at the
+    machine's own values (the preset, or the calibration it was built with)."""
+    import numpy as np
+
+    from ridgeline.errors import RidgelineError
+
+    gs = groups(records)
+    if not gs:
+        raise RidgelineError("no successful requests in the records: nothing to fit")
+    rows = rows_of(m, gs)
+    peak, bw = m.peak_flops, m.hw.bandwidth_bytes_per_s
+    x0 = np.array(
+        [m.eff.ttft_offset_s, m.eff.step_overhead_s, 1 / (m.eff.compute * peak), 1 / (m.eff.bandwidth * bw)]
+    )
+    free = list(range(4))
+    warnings: list[str] = []
+    x, cov = x0, None
+    while free:
+        if not determined(rows, x0, free):
+            drop = next(i for i in (PARAMS.index(p) for p in HOLD_ORDER) if i in free)
+            free.remove(drop)
+            continue
+        x, cov, _ = solve(rows, x0, free)
+        bad = [i for i in free if (x[i] <= 0 if i >= 2 else x[i] < 0)]
+        if not bad:
+            break
+        free.remove(bad[0])
+        x, cov = x0, None
+    held = [PARAMS[i] for i in range(4) if i not in free]
+    if held:
+        warnings.append(
+            f"{len(rows)} observations from {len(gs)} load points do not determine "
+            + ", ".join(NAMES[p] for p in held)
+            + ": held at the preset; sweep more prompt lengths and concurrencies to fit them"
+        )
+    sigma: dict[str, float | None] = dict.fromkeys(("ttft_offset_s", "step_overhead_s", "flops", "bandwidth"))
+    if cov is not None:
+        sd = {i: float(np.sqrt(max(cov[k, k], 0.0))) for k, i in enumerate(free)}
+        sigma["ttft_offset_s"] = sd.get(0)
+        sigma["step_overhead_s"] = sd.get(1)
+        sigma["flops"] = sd[2] / x[2] ** 2 if 2 in sd else None  # F = 1/a: sigma_F = sigma_a / a^2
+        sigma["bandwidth"] = sd[3] / x[3] ** 2 if 3 in sd else None
+    elif free:
+        warnings.append("as many parameters as observations: the fit is exact and has no uncertainty")
+    flops_s, bw_s = 1 / float(x[2]), 1 / float(x[3])
+    after = replace(m, eff=Efficiency(flops_s / peak, bw_s / bw, float(x[1]), float(x[0])))
+    return Fit(
+        model=m.arch.name,
+        gpu=m.hw.name,
+        points=len(gs),
+        rows=len(rows),
+        effective_flops_per_s=flops_s,
+        effective_bandwidth_bytes_per_s=bw_s,
+        step_overhead_s=float(x[1]),
+        ttft_offset_s=float(x[0]),
+        uncertainty={
+            "effective_flops_per_s": sigma["flops"],
+            "effective_bandwidth_bytes_per_s": sigma["bandwidth"],
+            "step_overhead_s": sigma["step_overhead_s"],
+            "ttft_offset_s": sigma["ttft_offset_s"],
+        },
+        held=held,
+        compute_eff=flops_s / peak,
+        bandwidth_eff=bw_s / bw,
+        error_before=errors(m, gs),
+        error_after=errors(after, gs),
+        warnings=warnings,
+    )

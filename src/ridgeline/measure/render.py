@@ -1,0 +1,244 @@
+"""Rich output for measure, compare, fit and probe, and the live progress line.
+Rendering only: every number arrives computed."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from ridgeline._format import seconds, si
+from ridgeline.measure.compare import Comparison
+from ridgeline.measure.fit import Fit
+from ridgeline.measure.probe import Probe
+from ridgeline.measure.workload import Point
+
+console = Console(highlight=False)
+if not console.is_terminal:
+    console.width = 120  # files and pipes: room for every column
+err = Console(stderr=True, highlight=False)
+
+
+def _s(value: float | None) -> str:
+    return "–" if value is None else seconds(value)
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:+.0%}" if abs(value) < 10 else f"{value:+.1f}x"
+
+
+class Progress:
+    """Done, errors, current p50 TTFT and tokens/s, live on stderr when it is a terminal;
+    otherwise one line per load point."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.written = 0  # records written by this run, every point
+        self.live: Live | None = None
+        self.reset(Point(0), 0, 0)
+
+    def reset(self, point: Point, index: int, todo: int) -> None:
+        self.point, self.index, self.todo = point, index, todo
+        self.done = self.errors = self.tokens = 0
+        self.ttfts: list[float] = []
+        self.first_s: float | None = None
+        self.last_s = 0.0
+
+    def note(self, text: str) -> None:
+        if not self.quiet or text.startswith("warning"):
+            err.print(text)
+
+    def on_point(self, index: int, point: Point, todo: int) -> None:
+        self.flush_line()
+        self.reset(point, index, todo)
+        if not self.quiet and err.is_terminal and self.live is None:
+            self.live = Live(self.line(), console=err, refresh_per_second=4, transient=False)
+            self.live.start()
+
+    def on_record(self, rec: dict[str, Any]) -> None:
+        self.done += 1
+        self.written += 1
+        if rec.get("error"):
+            self.errors += 1
+        else:
+            self.ttfts.append(rec["ttft_s"])
+            self.tokens += int(rec.get("output_tokens") or 0)
+        send = rec.get("send_s") or 0.0
+        self.first_s = send if self.first_s is None else min(self.first_s, send)
+        self.last_s = max(self.last_s, send + (rec.get("e2e_s") or 0.0))
+        if self.live:
+            self.live.update(self.line())
+
+    def line(self) -> Text:
+        p50 = statistics.median(self.ttfts) if self.ttfts else None
+        span = self.last_s - (self.first_s or 0.0)
+        rate = self.tokens / span if span > 0 else 0.0
+        return Text(
+            f"[{self.index + 1}] {self.point.label}: done {self.done}/{self.todo} · errors {self.errors} · "
+            f"p50 TTFT {_s(p50)} · {rate:,.1f} tokens/s"
+        )
+
+    def flush_line(self) -> None:
+        if self.todo and not self.quiet and self.live is None:
+            err.print(self.line())
+
+    def stop(self) -> None:
+        if self.live:
+            self.live.stop()
+            self.live = None
+        else:
+            self.flush_line()
+        self.todo = 0
+
+
+def measure(data: dict[str, Any]) -> None:
+    t = Table(show_edge=False)
+    for col in (
+        "prompt",
+        "load",
+        "n",
+        "errors",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "TPOT p99",
+        "ITL p99",
+        "tok/s",
+    ):
+        t.add_column(col, justify="right")
+    for row in data["points"]:
+        s = row["summary"]
+        rate = row["rate_per_s"]
+        t.add_row(
+            f"{row['prompt_tokens']:,}",
+            f"C={row['concurrency']}" if rate is None else f"{rate:g}/s",
+            str(s["requests"]),
+            str(s["errors"]),
+            _s(s["ttft_s"]["p50"]),
+            _s(s["ttft_s"]["p99"]),
+            _s(s["tpot_s"]["p50"]),
+            _s(s["tpot_s"]["p99"]),
+            _s(s["itl_s"]["p99"]),
+            f"{s['throughput_tokens_per_s']:,.1f}",
+        )
+    console.print(t)
+    o = data["overall"]
+    console.print(
+        f"{o['completed']} of {o['requests']} requests succeeded; output tokens from "
+        + ", ".join(f"{k} ({v})" for k, v in sorted(o["tokens_source"].items()))
+    )
+    if o["errors_by_kind"]:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(o["errors_by_kind"].items()))
+        console.print(f"[red]errors[/]: {kinds} (see the `error` field of each record)")
+    if o["short_of_max_tokens"]:
+        console.print(f"{o['short_of_max_tokens']} requests stopped before max_tokens (EOS not ignored?)")
+    console.print(f"records: {data['out']} ({data['written']} written by this run)")
+
+
+def compare(c: Comparison) -> None:
+    console.print(f"[bold]{c.model}[/] on [bold]{c.gpu}[/]: measured against predicted")
+    t = Table(show_edge=False)
+    cols = ("prompt", "C", "n", "TTFT", "pred", "gap", "TPOT", "pred", "gap", "of ceiling", "bandwidth")
+    for col in cols:
+        t.add_column(col, justify="right")
+    for r in c.rows:
+        t.add_row(
+            f"{r.prompt_tokens:,}",
+            str(r.concurrency),
+            str(r.n),
+            seconds(r.ttft_s),
+            seconds(r.ttft_pred_s),
+            _pct(r.ttft_s / r.ttft_pred_s - 1),
+            _s(r.tpot_s),
+            seconds(r.tpot_pred_s),
+            _pct(r.tpot_s / r.tpot_pred_s - 1) if r.tpot_s else "–",
+            "–" if r.ceiling_fraction is None else f"{r.ceiling_fraction:.0%}",
+            "–"
+            if r.effective_bandwidth_bytes_per_s is None
+            else si(r.effective_bandwidth_bytes_per_s, "B/s"),
+        )
+    console.print(t)
+    if c.ttft_offset_s is not None:
+        console.print(
+            f"fixed TTFT offset (intercept): [bold]{seconds(max(c.ttft_offset_s, 0.0))}[/]"
+            + (f" (fitted {c.ttft_offset_s:+.3g} s)" if c.ttft_offset_s < 0 else "")
+            + f"; prefill runs at {c.prefill_slope or 0:.2f}x the predicted time per token"
+        )
+    if c.ceiling_fraction is not None:
+        console.print(
+            f"decode reaches [bold]{c.ceiling_fraction:.0%}[/] of the roofline ceiling (shortest prompt)"
+        )
+    if c.kv_slowdown is not None:
+        console.print(
+            f"KV-cache slowdown, longest vs shortest prompt: decode [bold]{c.kv_slowdown:.0%}[/] slower "
+            f"measured, {c.kv_slowdown_pred or 0:.0%} predicted, "
+            f"for {_pct(c.kv_extra_bytes_fraction)} bytes per step"
+        )
+    for note in c.notes:
+        console.print(f"[dim]note:[/] {note}")
+
+
+def fit(f: Fit, path: str | None) -> None:
+    u = f.uncertainty
+
+    def pm(value: float, sd: float | None, fmt: Any) -> str:
+        return f"{fmt(value)} ± {fmt(sd)}" if sd is not None else fmt(value)
+
+    t = Table(show_edge=False)
+    for col in ("parameter", "fitted", "of the accelerator", "status"):
+        t.add_column(col, justify="left" if col in ("parameter", "status") else "right")
+
+    def status(name: str) -> str:
+        return "held at preset" if name in f.held else "fitted"
+
+    t.add_row(
+        "effective FLOP/s",
+        pm(f.effective_flops_per_s, u["effective_flops_per_s"], lambda v: si(v, "FLOP/s")),
+        f"{f.compute_eff:.0%} of peak",
+        status("seconds_per_flop"),
+    )
+    t.add_row(
+        "effective bandwidth",
+        pm(f.effective_bandwidth_bytes_per_s, u["effective_bandwidth_bytes_per_s"], lambda v: si(v, "B/s")),
+        f"{f.bandwidth_eff:.0%} of peak",
+        status("seconds_per_byte"),
+    )
+    t.add_row(
+        "per-step overhead",
+        pm(f.step_overhead_s, u["step_overhead_s"], seconds),
+        "",
+        status("step_overhead_s"),
+    )
+    t.add_row(
+        "fixed TTFT offset", pm(f.ttft_offset_s, u["ttft_offset_s"], seconds), "", status("ttft_offset_s")
+    )
+    console.print(
+        f"[bold]{f.model}[/] on [bold]{f.gpu}[/]: {f.rows} observations from {f.points} load points"
+    )
+    console.print(t)
+    for label, key in (("TTFT", "ttft"), ("TPOT", "tpot")):
+        b, a = f.error_before[f"{key}_mean_abs"], f.error_after[f"{key}_mean_abs"]
+        if b is not None and a is not None:
+            console.print(
+                f"{label} error, mean |pred/meas - 1|: before [bold]{b:.1%}[/], after [bold]{a:.1%}[/]"
+            )
+    for w in f.warnings:
+        err.print(f"warning: {w}")
+    if path:
+        console.print(
+            f"calibration written to {path}: pass it to `estimate` or `simulate` with --calibration"
+        )
+
+
+def probe(p: Probe, path: str | None) -> None:
+    console.print(
+        f"[bold]{p.name}[/]: fp32 matmul {si(p.peak_flops_fp32, 'FLOP/s')}, streaming bandwidth "
+        f"{si(p.bandwidth_bytes_per_s, 'B/s')}, ridge {p.ridge:,.1f} FLOPs/byte, "
+        f"memory {si(p.memory_bytes, 'B')}"
+    )
+    if path:
+        console.print(f"saved to {path}: `ridgeline estimate --gpu {p.name}` now uses it")

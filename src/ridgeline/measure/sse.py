@@ -1,0 +1,113 @@
+"""Server-sent events, and what one OpenAI streaming chunk says.
+
+An SSE stream is lines; `data:` lines accumulate into an event that a blank line ends,
+and lines starting with `:` are comments (keep-alives). A chunk is token-bearing when it
+carries generated text: `choices[].text` (completions) or `choices[].delta.content`
+(chat; also reasoning text and tool calls). A role-only prelude (`delta: {"role":
+"assistant"}`), a usage-only chunk and a keep-alive carry none.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+class MalformedStream(ValueError):
+    """A data event that is not a JSON object, nor `[DONE]`."""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    text: str = ""
+    token_bearing: bool = False
+    done: bool = False  # the `[DONE]` sentinel
+    finish_reason: str | None = None
+    completion_tokens: int | None = None  # from a usage block
+    prompt_tokens: int | None = None
+    error: str | None = None  # an error object sent inside the stream
+
+
+class SseParser:
+    """Feed raw bytes as they arrive; get back the data payloads of complete events."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self._data: list[str] = []
+
+    def feed(self, raw: bytes) -> list[str]:
+        self._pending += raw
+        if b"\r" in self._pending:
+            self._pending = self._pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        events = []
+        *lines, self._pending = self._pending.split(b"\n")
+        for line in lines:
+            if not line:  # a blank line ends the event
+                if self._data:
+                    events.append("\n".join(self._data))
+                    self._data = []
+                continue
+            if line.startswith(b":"):
+                continue  # a comment: keep-alive
+            field, _, value = line.partition(b":")
+            if field == b"data":
+                self._data.append(value.removeprefix(b" ").decode("utf-8", "replace"))
+        return events
+
+    def close(self) -> list[str]:
+        """The last event, when the stream ends without its blank line."""
+        return self.feed(b"\n\n")
+
+
+def _usage(obj: dict[str, Any]) -> tuple[int | None, int | None]:
+    usage = obj.get("usage")
+    if not isinstance(usage, dict):
+        return None, None
+    out, inp = usage.get("completion_tokens"), usage.get("prompt_tokens")
+    return (int(out) if isinstance(out, int) else None, int(inp) if isinstance(inp, int) else None)
+
+
+def _choice_text(choice: dict[str, Any]) -> tuple[str, bool]:
+    """Generated text of one choice, and whether it carries a token at all."""
+    if isinstance(choice.get("text"), str):
+        return choice["text"], bool(choice["text"])
+    delta = choice.get("delta") or choice.get("message") or {}
+    if not isinstance(delta, dict):
+        return "", False
+    text = "".join(
+        delta[key] for key in ("reasoning_content", "reasoning", "content") if isinstance(delta.get(key), str)
+    )
+    return text, bool(text) or bool(delta.get("tool_calls"))
+
+
+def interpret(data: str) -> list[Chunk]:
+    """One event's data as chunks. Lenient with servers that put several `data:` lines
+    in one event: when the whole does not parse, each line is tried on its own."""
+    if data.strip() == "[DONE]":
+        return [Chunk(done=True)]
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        lines = data.split("\n")
+        if len(lines) > 1:
+            return [c for line in lines for c in interpret(line)]
+        raise MalformedStream(f"not JSON: {data[:60]!r}") from None
+    if not isinstance(obj, dict):
+        raise MalformedStream(f"not a JSON object: {data[:60]!r}")
+    if "error" in obj:
+        err = obj["error"]
+        message = err.get("message", err) if isinstance(err, dict) else err
+        return [Chunk(error=str(message)[:200])]
+    choices = obj.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        raise MalformedStream("'choices' is not a list")
+    text, bearing, finish = "", False, None
+    for choice in choices or []:
+        if not isinstance(choice, dict):
+            raise MalformedStream("a choice is not an object")
+        piece, carries = _choice_text(choice)
+        text, bearing = text + piece, bearing or carries
+        finish = choice.get("finish_reason") or finish
+    out, inp = _usage(obj)
+    return [Chunk(text, bearing, False, finish, out, inp)]

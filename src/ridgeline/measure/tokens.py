@@ -1,0 +1,106 @@
+"""Counting tokens: the server's own tokenizer where it has an endpoint, else a local
+one, else an estimate (about one token per common English word, with a warning).
+
+Endpoints tried, in order, against the server's root (the base URL without `/v1`):
+`POST /extras/tokenize {"input"}` (llama-cpp-python), `POST /tokenize {"model",
+"prompt"}` (vLLM) and `POST /tokenize {"content"}` (llama.cpp's own server). Counts
+include the special tokens the server adds (a BOS), as the prompt the model reads does;
+`count_generated` subtracts them, since generated text carries none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ridgeline.errors import RidgelineError
+
+ENDPOINTS = (
+    ("/extras/tokenize", "input"),
+    ("/tokenize", "prompt"),
+    ("/tokenize", "content"),
+)
+
+
+@dataclass
+class Tokenizer:
+    """source: server | local | estimate. `overhead` = tokens of the empty text."""
+
+    source: str
+    overhead: int = 0
+    url: str = ""
+    key: str = ""
+    model: str = ""
+    local: Any = field(default=None, repr=False)
+
+    async def count(self, client: Any, text: str) -> int:
+        if self.source == "estimate":
+            return len(text.split()) + self.overhead
+        if self.source == "local":
+            return len(self.local(text))
+        body = {self.key: text}
+        if self.key == "prompt":
+            body["model"] = self.model
+        resp = await client.post(self.url, json=body)
+        resp.raise_for_status()
+        data = resp.json()
+        return int(data["count"]) if "count" in data else len(data["tokens"])
+
+    async def count_generated(self, client: Any, text: str) -> int:
+        return max(await self.count(client, text) - self.overhead, 0)
+
+
+def server_root(base_url: str) -> str:
+    root = base_url.rstrip("/")
+    return root[: -len("/v1")] if root.endswith("/v1") else root
+
+
+async def discover(client: Any, base_url: str, model: str) -> Tokenizer | None:
+    """The first tokenize endpoint that answers with tokens, or None."""
+    import httpx
+
+    root = server_root(base_url)
+    for path, key in ENDPOINTS:
+        tok = Tokenizer("server", url=root + path, key=key, model=model)
+        try:
+            tok.overhead = await tok.count(client, "")
+            if await tok.count(client, "hello world") <= tok.overhead:
+                continue
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            continue
+        return tok
+    return None
+
+
+def local_tokenizer(path: str) -> Tokenizer:
+    """A tokenizer from a file: a .gguf (through llama-cpp-python, vocabulary only) or a
+    Hugging Face tokenizer.json (through the `tokenizers` package)."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise RidgelineError(f"--tokenizer {path}: file not found; give a .gguf or a tokenizer.json")
+    if p.suffix == ".gguf":
+        try:
+            from llama_cpp import Llama
+        except ImportError:
+            raise RidgelineError(
+                "--tokenizer FILE.gguf needs llama-cpp-python: pip install llama-cpp-python"
+            ) from None
+        vocab = Llama(str(p), vocab_only=True, verbose=False)
+
+        def encode(text: str) -> list[int]:
+            return list(vocab.tokenize(text.encode("utf-8"), add_bos=True, special=True))
+
+    else:
+        try:
+            from tokenizers import Tokenizer as HfTokenizer
+        except ImportError:
+            raise RidgelineError(
+                "--tokenizer tokenizer.json needs the tokenizers package: pip install tokenizers"
+            ) from None
+        hf = HfTokenizer.from_file(str(p))
+
+        def encode(text: str) -> list[int]:
+            return list(hf.encode(text).ids)
+
+    return Tokenizer("local", overhead=len(encode("")), local=encode)
