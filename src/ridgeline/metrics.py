@@ -158,7 +158,9 @@ class Slo:
         return True
 
 
-def summarize(records: Sequence[dict[str, Any]], duration_s: float, slo: Slo | None = None) -> dict[str, Any]:
+def summarize(
+    records: Sequence[dict[str, Any]], duration_s: float, slo: Slo | None = None, boot: int = 1000
+) -> dict[str, Any]:
     """Aggregate records: percentiles of TTFT, TPOT, E2E and queueing; throughput; goodput."""
     ok = [r for r in records if not r.get("error")]
     out_tokens = sum(int(r.get("output_tokens") or 0) for r in ok)
@@ -166,7 +168,7 @@ def summarize(records: Sequence[dict[str, Any]], duration_s: float, slo: Slo | N
     good = sum(1 for r in ok if slo.met(r))
     duration = max(duration_s, 1e-12)
     summary: dict[str, Any] = {
-        key: percentiles((r.get(key) for r in ok), key).to_dict()
+        key: percentiles((r.get(key) for r in ok), key, boot=boot).to_dict()
         for key in ("ttft_s", "tpot_s", "e2e_s", "queue_s")
     }
     summary.update(

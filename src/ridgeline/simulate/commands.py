@@ -1,0 +1,387 @@
+"""`ridgeline simulate` and `ridgeline plan`: options parsed here, work done in ridgeline.simulate.
+
+Only typer and the standard library load at start-up; numpy, Rich and the simulator load
+inside the commands.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Optional
+
+import typer
+
+MODEL = typer.Option("llama-3.1-8b", "--model", "-m", help="Catalogue name, config.json, .gguf or org/name.")
+GPU = typer.Option("h100-sxm", "--gpu", "-g", help="Accelerator name (see `ridgeline gpus`).")
+WEIGHTS = typer.Option("bf16", "--weights", "-w", help="bf16, fp8, int8, int4, int4-g128, ...")
+MATHS = typer.Option("bf16", "--maths", help="Arithmetic dtype: bf16 or fp8.")
+KV_DTYPE = typer.Option("bf16", "--kv-dtype", help="KV-cache dtype: bf16, fp8 or int8.")
+TP = typer.Option(1, "--tp", help="Tensor-parallel GPUs per replica.")
+PP = typer.Option(1, "--pp", help="Pipeline-parallel stages per replica.")
+PRESET = typer.Option("lesson", "--preset", help="ideal (the film) or lesson (60%/80%).")
+COMPUTE_EFF = typer.Option(None, "--compute-eff", help="Fraction of peak FLOP/s.")
+BANDWIDTH_EFF = typer.Option(None, "--bandwidth-eff", help="Fraction of bandwidth.")
+GPU_FILE = typer.Option(None, "--gpu-file", help="Extra accelerators, TOML or JSON.")
+CALIBRATION = typer.Option(None, "--calibration", help="Calibration JSON from `ridgeline fit`.")
+ARRIVAL = typer.Option("poisson", "--arrival", help="poisson, gamma (see --burstiness) or constant.")
+BURSTINESS = typer.Option(1.0, "--burstiness", help="Gamma shape k: 1 is Poisson, below 1 burstier.")
+PROMPT = typer.Option(
+    2000, "--prompt-tokens", "-p", help="Prompt tokens (the mean when a --prompt-dist is set)."
+)
+OUTPUT = typer.Option(
+    500, "--output-tokens", "-o", help="Output tokens M, decode steps (the mean with --output-dist)."
+)
+PROMPT_DIST = typer.Option(
+    "fixed", "--prompt-dist", help="fixed, uniform[:W], lognormal[:SIGMA] or file:PATH."
+)
+OUTPUT_DIST = typer.Option(
+    "fixed", "--output-dist", help="fixed, uniform[:W], lognormal[:SIGMA] or file:PATH."
+)
+MAX_SEQS = typer.Option(256, "--max-num-seqs", help="Sequences running at once, per replica.")
+MAX_TOKENS = typer.Option(
+    8192, "--max-num-batched-tokens", help="Token budget of one step (chunked prefill)."
+)
+BLOCK = typer.Option(16, "--block-tokens", help="Tokens per KV-cache block.")
+UTILIZATION = typer.Option(0.9, "--gpu-memory-utilization", help="Fraction of memory for weights and KV.")
+HIT_RATE = typer.Option(0.0, "--prefix-hit-rate", help="Fraction of each prompt found in the prefix cache.")
+SHARED = typer.Option(0, "--shared-prefix", help="Tokens of a prefix every prompt shares (kept cached).")
+SEED = typer.Option(0, "--seed", help="Seed for arrivals and lengths: the same seed, the same run.")
+SLO_TTFT = typer.Option(None, "--slo-ttft-p99", help="Target p99 TTFT, seconds.")
+SLO_TPOT = typer.Option(None, "--slo-tpot-p99", help="Target p99 TPOT, seconds.")
+SLO_E2E = typer.Option(None, "--slo-e2e-p99", help="Target p99 end-to-end latency, seconds.")
+TRACE = typer.Option(
+    None, "--trace", help="Replay a CSV/JSONL trace (arrival_s or timestamp, prompt/output_tokens)."
+)
+JSON = typer.Option(False, "--json", help="Print JSON with stable keys instead of tables.")
+
+
+def simulate(
+    model: str = MODEL,
+    gpu: str = GPU,
+    weights: str = WEIGHTS,
+    maths: str = MATHS,
+    kv_dtype: str = KV_DTYPE,
+    tp: int = TP,
+    pp: int = PP,
+    preset: str = PRESET,
+    compute_eff: Optional[float] = COMPUTE_EFF,
+    bandwidth_eff: Optional[float] = BANDWIDTH_EFF,
+    gpu_file: Optional[str] = GPU_FILE,
+    calibration: Optional[str] = CALIBRATION,
+    replicas: int = typer.Option(1, "--replicas", help="Identical replicas behind the router."),
+    router: str = typer.Option("round-robin", "--router", help="round-robin or least-outstanding."),
+    rate: Optional[float] = typer.Option(
+        None, "--rate", help="Requests per second, fleet-wide [default: 2]."
+    ),
+    arrival: str = ARRIVAL,
+    burstiness: float = BURSTINESS,
+    concurrency: Optional[int] = typer.Option(
+        None, "--concurrency", help="Closed loop: clients, one request each."
+    ),
+    think_time: float = typer.Option(
+        0.0, "--think-time", help="Closed loop: seconds between a reply and the next."
+    ),
+    trace: Optional[str] = TRACE,
+    requests: Optional[int] = typer.Option(None, "--requests", "-n", help="Requests to send."),
+    duration: Optional[float] = typer.Option(None, "--duration", help="Seconds of arrivals [default: 60]."),
+    prompt: int = PROMPT,
+    output: int = OUTPUT,
+    prompt_dist: str = PROMPT_DIST,
+    output_dist: str = OUTPUT_DIST,
+    max_num_seqs: int = MAX_SEQS,
+    max_num_batched_tokens: int = MAX_TOKENS,
+    block_tokens: int = BLOCK,
+    gpu_memory_utilization: float = UTILIZATION,
+    prefix_hit_rate: float = HIT_RATE,
+    shared_prefix: int = SHARED,
+    seed: int = SEED,
+    slo_ttft_p99: Optional[float] = SLO_TTFT,
+    slo_tpot_p99: Optional[float] = SLO_TPOT,
+    slo_e2e_p99: Optional[float] = SLO_E2E,
+    out: Optional[str] = typer.Option(
+        None, "--out", help="Per-request records: JSONL, or CSV if FILE ends in .csv."
+    ),
+    no_jump: bool = typer.Option(
+        False, "--no-jump", help="Step every decode step (a check of the closed form)."
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Serve a workload on a fleet: continuous batching, paged KV cache, p50/p90/p99."""
+    from ridgeline.simulate import output as out_files
+    from ridgeline.simulate.engine import EngineConfig
+    from ridgeline.simulate.run import Deployment
+    from ridgeline.simulate.run import simulate as run
+
+    deployment = Deployment(
+        model,
+        gpu,
+        weights,
+        maths,
+        kv_dtype,
+        tp,
+        pp,
+        1,
+        preset,
+        compute_eff,
+        bandwidth_eff,
+        gpu_file,
+        calibration,
+    )
+    w = _workload(
+        rate,
+        arrival,
+        burstiness,
+        concurrency,
+        think_time,
+        trace,
+        requests,
+        duration,
+        prompt,
+        output,
+        prompt_dist,
+        output_dist,
+        seed,
+        prefix_hit_rate,
+        shared_prefix,
+    )
+    cfg = EngineConfig(
+        max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization, not no_jump
+    )
+    slo = _slo_or_none(slo_ttft_p99, slo_tpot_p99, slo_e2e_p99)
+    total = len(w.trace.arrival_s) if w.trace else (w.requests or None)
+    if total is None and not w.closed and w.rate_per_s and w.duration_s:
+        total = int(w.rate_per_s * w.duration_s)
+    with _progress(not as_json and (total or 0) >= 5000, total, "simulating") as progress:
+        result = run(deployment, w, cfg, replicas, router, slo, progress)
+    if out:
+        out_files.write_records(out, result.records)
+    if as_json:
+        _emit(result.summary)
+        return
+    from ridgeline.simulate import render
+
+    render.simulation(result.summary, out)
+
+
+def plan(
+    model: str = MODEL,
+    gpu: str = GPU,
+    weights: str = WEIGHTS,
+    maths: str = MATHS,
+    kv_dtype: str = KV_DTYPE,
+    tp: int = TP,
+    pp: int = PP,
+    preset: str = PRESET,
+    compute_eff: Optional[float] = COMPUTE_EFF,
+    bandwidth_eff: Optional[float] = BANDWIDTH_EFF,
+    gpu_file: Optional[str] = GPU_FILE,
+    calibration: Optional[str] = CALIBRATION,
+    compare: Optional[str] = typer.Option(
+        None, "--compare", help="Rank deployments GPU[:TP[:WEIGHTS]],...: e.g. h100-sxm:1:bf16,h200:1:fp8."
+    ),
+    rate: Optional[float] = typer.Option(
+        None, "--rate", help="Target requests per second for the whole fleet."
+    ),
+    arrival: str = ARRIVAL,
+    burstiness: float = BURSTINESS,
+    trace: Optional[str] = typer.Option(
+        None, "--trace", help="Take prompt/output lengths from a trace or records file."
+    ),
+    prompt: int = PROMPT,
+    output: int = OUTPUT,
+    prompt_dist: str = PROMPT_DIST,
+    output_dist: str = OUTPUT_DIST,
+    max_num_seqs: int = MAX_SEQS,
+    max_num_batched_tokens: int = MAX_TOKENS,
+    block_tokens: int = BLOCK,
+    gpu_memory_utilization: float = UTILIZATION,
+    prefix_hit_rate: float = HIT_RATE,
+    shared_prefix: int = SHARED,
+    seed: int = SEED,
+    slo_ttft_p99: Optional[float] = SLO_TTFT,
+    slo_tpot_p99: Optional[float] = SLO_TPOT,
+    slo_e2e_p99: Optional[float] = SLO_E2E,
+    requests: Optional[int] = typer.Option(
+        None, "--requests", "-n", help="Requests per simulated run [default: 150 system turnovers]."
+    ),
+    seeds: int = typer.Option(5, "--seeds", help="Runs (seeds) per deployment; the plan takes mean - 2 sd."),
+    price: Optional[float] = typer.Option(None, "--price", help="$ per GPU-hour (default: the catalogue's)."),
+    as_json: bool = JSON,
+) -> None:
+    """The highest rate per replica inside a p99 SLO; replicas, GPUs and $ per million tokens."""
+    from ridgeline.simulate import plan as planner
+    from ridgeline.simulate.engine import EngineConfig
+    from ridgeline.simulate.run import Deployment
+
+    if rate is not None and not rate > 0:
+        from ridgeline.errors import RidgelineError
+
+        raise RidgelineError(f"--rate (the fleet's target) must be positive, got {rate:g}")
+    w = _workload(
+        1.0,
+        arrival,
+        burstiness,
+        None,
+        0.0,
+        None,
+        requests,
+        None,
+        prompt,
+        output,
+        prompt_dist,
+        output_dist,
+        seed,
+        prefix_hit_rate,
+        shared_prefix,
+    )
+    if trace:
+        w = _lengths_from_trace(w, trace)
+    cfg = EngineConfig(max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization)
+    slo = _slo(slo_ttft_p99, slo_tpot_p99, slo_e2e_p99)
+    specs = planner.parse_deployments(compare, weights) if compare else [(gpu, tp, weights)]
+    deployments = [
+        Deployment(
+            model, g, wt, maths, kv_dtype, t, pp, 1, preset, compute_eff, bandwidth_eff, gpu_file, calibration
+        )
+        for g, t, wt in specs
+    ]
+    for d in deployments:
+        d.machine()  # bad names fail before any simulation
+    estimate = len(deployments) * (seeds * 8 + 2)
+    with _progress(not as_json, estimate, "planning") as progress:
+        ticks = [0]
+
+        def tick() -> None:
+            ticks[0] += 1
+            if progress:
+                progress(min(ticks[0], estimate - 1))
+
+        plans = planner.compare(deployments, w, slo, rate, cfg, requests, seeds, price, tick)
+    data = {
+        "target_rate_per_s": rate,
+        "slo": {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "e2e_s": slo.e2e_s},
+        "plans": [_plan_dict(p) for p in plans],
+    }
+    if as_json:
+        _emit(data)
+        return
+    from ridgeline.simulate import render
+
+    render.plans(data, w)
+
+
+def _workload(
+    rate: Optional[float],
+    arrival: str,
+    burstiness: float,
+    concurrency: Optional[int],
+    think_time: float,
+    trace: Optional[str],
+    requests: Optional[int],
+    duration: Optional[float],
+    prompt: int,
+    output: int,
+    prompt_dist: str,
+    output_dist: str,
+    seed: int,
+    prefix_hit_rate: float,
+    shared_prefix: int,
+) -> Any:
+    from ridgeline.errors import RidgelineError
+    from ridgeline.simulate.workload import Workload, parse_lengths, read_trace
+
+    if concurrency is not None and rate is not None:
+        raise RidgelineError("give --rate (open loop) or --concurrency (closed loop), not both")
+    if trace and (rate is not None or concurrency is not None):
+        raise RidgelineError("--trace carries its own arrival times; drop --rate and --concurrency")
+    if requests is None and duration is None and not trace:
+        duration = 60.0
+    return Workload(
+        prompt=parse_lengths(prompt_dist, prompt, "--prompt-dist"),
+        output=parse_lengths(output_dist, output, "--output-dist"),
+        arrival=arrival,
+        rate_per_s=2.0 if rate is None else rate,
+        burstiness=burstiness,
+        concurrency=concurrency,
+        think_s=think_time,
+        requests=requests,
+        duration_s=duration,
+        trace=read_trace(trace) if trace else None,
+        seed=seed,
+        prefix_hit_rate=prefix_hit_rate,
+        shared_prefix_tokens=shared_prefix,
+    )
+
+
+def _lengths_from_trace(w: Any, path: str) -> Any:
+    """For planning, a trace gives the length mix; arrivals are drawn at each trial rate."""
+    from dataclasses import replace
+
+    from ridgeline.simulate.workload import Lengths, read_trace
+
+    t = read_trace(path)
+    prompt = Lengths("file", max(1, round(sum(t.prompt) / len(t.prompt))), 0.0, t.prompt)
+    output = Lengths(
+        "file", max(1, round(sum(t.output) / len(t.output))), 0.0, tuple(max(o, 1) for o in t.output)
+    )
+    return replace(w, prompt=prompt, output=output)
+
+
+def _slo(ttft: Optional[float], tpot: Optional[float], e2e: Optional[float]) -> Any:
+    from ridgeline.errors import RidgelineError
+    from ridgeline.metrics import Slo
+
+    for name, value in (("--slo-ttft-p99", ttft), ("--slo-tpot-p99", tpot), ("--slo-e2e-p99", e2e)):
+        if value is not None and not value > 0:
+            raise RidgelineError(f"{name} must be positive (seconds), got {value:g}")
+    return Slo(ttft, tpot, e2e)
+
+
+def _slo_or_none(ttft: Optional[float], tpot: Optional[float], e2e: Optional[float]) -> Any:
+    return None if ttft is None and tpot is None and e2e is None else _slo(ttft, tpot, e2e)
+
+
+def _plan_dict(p: Any) -> dict[str, Any]:
+    d = p.to_dict()
+    d["trials"] = len(d["trials"])
+    return d
+
+
+def _emit(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+class _progress:
+    """A Rich progress bar on stderr while `enabled` and stderr is a terminal; yields a
+    callback taking the number done (or None when disabled)."""
+
+    def __init__(self, enabled: bool, total: Optional[int], label: str) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.total = total
+        self.label = label
+        self.bar: Any = None
+
+    def __enter__(self) -> Any:
+        if not self.enabled:
+            return None
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self.bar = Progress(console=Console(stderr=True), transient=True)
+        self.bar.start()
+        task = self.bar.add_task(self.label, total=self.total)
+
+        def update(done: int) -> None:
+            self.bar.update(task, completed=done)
+
+        return update
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="simulate")(simulate)
+    app.command(name="plan")(plan)

@@ -1,0 +1,369 @@
+"""One replica's engine: continuous batching over a paged KV cache, one step at a time, or a
+whole run of identical decode steps at once.
+
+State is kept so that a decode step costs O(1) whatever the batch: every decoding sequence
+gains one token per step, so with a step counter s its context is s - base, the batch's
+total context is n s - sum(base), and the sequences that need a fresh block this step are
+those whose base is congruent to s modulo the block size (a count per residue).
+
+Between an arrival, a completion and the moment the blocks would run out, the batch does not
+change and each roofline term grows linearly with the context: the run's time has a closed
+form (steptime.DecodeRun), so the engine jumps from event to event instead of stepping token
+by token. Models with sliding windows step (their terms bend at the window).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from array import array
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ridgeline.ledger import attended_pairs, cached_tokens
+from ridgeline.simulate.kvcache import KvCache
+from ridgeline.simulate.requests import DECODE, DONE, Requests
+from ridgeline.simulate.scheduler import schedule
+from ridgeline.simulate.steptime import DecodeRun, StepModel
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    block_tokens: int = 16
+    gpu_memory_utilization: float = 0.9
+    jump: bool = True  # closed-form runs of decode steps; False steps one by one
+
+
+class Trace:
+    """What each step (or jumped run of `steps` steps) did, one row each, in typed arrays.
+    pairs/cached are per window group and per step (the mean over a run)."""
+
+    def __init__(self, groups: int) -> None:
+        self.t_s = array("d")
+        self.dt_s = array("d")
+        self.steps = array("q")
+        self.tokens = array("q")
+        self.running = array("q")
+        self.waiting = array("q")
+        self.used_blocks = array("q")
+        self.pairs = [array("d") for _ in range(groups)]
+        self.cached = [array("d") for _ in range(groups)]
+
+
+class Engine:
+    def __init__(
+        self,
+        reqs: Requests,
+        model: StepModel,
+        cfg: EngineConfig,
+        kv: KvCache,
+        pinned_blocks: int = 0,
+        replica: int = 0,
+        follow_up: Callable[[int, float], int | None] | None = None,
+    ) -> None:
+        self.r = reqs
+        self.model = model
+        self.cfg = cfg
+        self.bs = kv.block_tokens
+        self.blocks = kv.blocks - pinned_blocks  # shared prefix blocks stay in the cache
+        self.free = self.blocks
+        self.max_tokens = cfg.max_num_batched_tokens
+        self.max_seqs = cfg.max_num_seqs
+        self.replica = replica
+        self.follow_up = follow_up
+        self.t = 0.0
+        self.step = 0  # step counter s
+        self.pending: list[int] = []  # assigned requests in arrival order
+        self.next = 0  # first pending request not yet arrived
+        self.waiting: deque[int] = deque()
+        self.prefilling: list[int] = []  # running requests still prefilling, admission order
+        self.n_dec = 0
+        self.sum_base = 0
+        self.cnt = [0] * self.bs  # decoders per base residue
+        self.dec_base: dict[int, int] = {}  # decoders' bases (sliding-window models read them)
+        self.ends: list[tuple[int, int]] = []  # heap of (last step, request)
+        self.victims: list[tuple[int, int]] = []  # heap of (-admission, request) of decoders
+        self.admitted = 0
+        self.preemptions = 0
+        self.finished: list[float] = []  # finish times, in order
+        self.trace = Trace(len(model.groups))
+        tr = self.trace
+        self._appends = (
+            tr.t_s.append,
+            tr.dt_s.append,
+            tr.steps.append,
+            tr.tokens.append,
+            tr.running.append,
+            tr.waiting.append,
+            tr.used_blocks.append,
+            tr.pairs[0].append,
+            tr.cached[0].append,
+        )
+        self.fast = model.global_only and model.exact  # the affine step model, scalars
+        self.jump = cfg.jump and self.fast
+
+    # --- the loop ---------------------------------------------------------------------------
+    def add(self, rid: int) -> None:
+        self.r.replica[rid] = self.replica
+        self.pending.append(rid)
+
+    def idle(self) -> bool:
+        return not (self.n_dec or self.prefilling or self.waiting) and self.next >= len(self.pending)
+
+    def run_until(self, barrier: float = math.inf) -> None:
+        """Run every step that starts before `barrier` (all of them by default)."""
+        arrival = self.r.arrival_s
+        pending = self.pending
+        while True:
+            nxt, t = self.next, self.t
+            while nxt < len(pending) and arrival[pending[nxt]] <= t:
+                self.waiting.append(pending[nxt])
+                nxt += 1
+            self.next = nxt
+            if not (self.n_dec or self.prefilling or self.waiting):
+                if nxt >= len(pending) or arrival[pending[nxt]] >= barrier:
+                    return
+                self.t = arrival[pending[nxt]]
+                continue
+            if t >= barrier:
+                return
+            self.iterate(barrier)
+
+    def iterate(self, barrier: float) -> None:
+        if self.waiting or self.prefilling or not self.n_dec:
+            chunks, preempted = schedule(self)
+            if chunks or preempted or self.prefilling or not self.n_dec:
+                self.one_step(chunks)
+                return
+        else:
+            need = self.cnt[self.step % self.bs]  # decoders whose last block is full
+            if need > self.free:
+                chunks, preempted = schedule(self)  # preempts, then reserves
+                self.one_step(chunks)
+                return
+            self.free -= need
+        if self.jump:
+            self.decode_run_or_step(barrier)
+        else:
+            self.one_step([])
+
+    # --- one step ---------------------------------------------------------------------------
+    def one_step(self, chunks: list[tuple[int, int, int]]) -> None:
+        """One step of the decoders and the prefill chunks, priced by the step model."""
+        model = self.model
+        n = self.n_dec
+        if not n and not chunks:
+            raise RuntimeError("an engine step with no tokens to run: a scheduling bug")
+        tokens = n
+        if model.global_only:
+            pairs = cached = 0.0
+            if n:
+                mean = (n * self.step - self.sum_base) / n  # affine in the context: n x the mean
+                pairs = n * attended_pairs(1, mean, 0)
+                cached = n * cached_tokens(mean, 0)
+            for _, new, c in chunks:
+                tokens += new
+                pairs += attended_pairs(new, c, 0)
+                cached += cached_tokens(c, 0)
+            if self.fast:
+                c0, m0, f0 = model.by_tokens.get(tokens) or model.at_tokens(tokens)
+                compute = c0 + model.pair_s[0] * pairs
+                memory = m0 + model.cached_s[0] * cached
+                dt = (compute if compute > memory else memory) + f0
+            else:
+                dt = model.time_s(tokens, [pairs], [cached])
+            self.record(dt, 1, tokens, pairs, cached)
+        else:
+            group_pairs, group_cached = self.decode_totals()
+            for _, new, c in chunks:
+                tokens += new
+                for g, w in enumerate(model.windows):
+                    group_pairs[g] += attended_pairs(new, c, w)
+                    group_cached[g] += cached_tokens(c, w)
+            dt = model.time_s(tokens, group_pairs, group_cached)
+            self.record_groups(dt, tokens, group_pairs, group_cached)
+        t1 = self.t + dt
+        self.t = t1
+        s = self.step
+        self.step = s + 1
+        if self.ends and self.ends[0][0] <= s:
+            self.complete_decodes(s, t1)
+        r = self.r
+        for rid, new, _ in chunks:
+            r.computed[rid] += new
+            if r.computed[rid] == r.target[rid]:
+                self.prefilled(rid, t1)
+
+    def decode_totals(self) -> tuple[list[float], list[float]]:
+        """Attended pairs and cached tokens of the decoders, per window group (the sliding
+        windows bend each term, so every context counts)."""
+        import numpy as np
+
+        n = self.n_dec
+        windows = self.model.windows
+        if not n:
+            return [0.0] * len(windows), [0.0] * len(windows)
+        context = self.step - np.fromiter(self.dec_base.values(), dtype=float, count=n)
+        return (
+            [float(np.sum(attended_pairs(1, context, w))) for w in windows],
+            [float(np.sum(cached_tokens(context, w))) for w in windows],
+        )
+
+    def record(self, dt: float, steps: int, tokens: int, pairs: float, cached: float) -> None:
+        t, d, k, n, run, wait, used, p, c = self._appends
+        t(self.t)
+        d(dt)
+        k(steps)
+        n(tokens)
+        run(self.n_dec + len(self.prefilling))
+        wait(len(self.waiting))
+        used(self.blocks - self.free)
+        p(pairs)
+        c(cached)
+
+    def record_groups(self, dt: float, tokens: int, pairs: list[float], cached: list[float]) -> None:
+        self.record(dt, 1, tokens, pairs[0], cached[0])
+        for g in range(1, len(pairs)):
+            self.trace.pairs[g].append(pairs[g])
+            self.trace.cached[g].append(cached[g])
+
+    # --- a run of decode steps in closed form ------------------------------------------------
+    def decode_run_or_step(self, barrier: float) -> None:
+        """Decode-only from here: leap over the run of identical steps up to the next
+        completion, the blocks left, and the first step that would start at or after the
+        next arrival (when the queue is empty; a blocked queue stays blocked until a
+        completion) or the barrier. Step 0's blocks are already reserved."""
+        n = self.n_dec
+        model = self.model
+        mean = (n * self.step - self.sum_base) / n
+        pairs = n * attended_pairs(1, mean, 0)
+        cached = n * cached_tokens(mean, 0)
+        c0, m0, f0 = model.by_tokens.get(n) or model.at_tokens(n)
+        compute = c0 + model.pair_s[0] * pairs
+        memory = m0 + model.cached_s[0] * cached
+        dt = (compute if compute > memory else memory) + f0  # step 0
+        r = self.r
+        ends = self.ends
+        while r.state[ends[0][1]] != DECODE or r.last_step[ends[0][1]] != ends[0][0]:
+            heapq.heappop(ends)  # stale: preempted since
+        k = ends[0][0] - self.step + 1
+        if k > 1:
+            horizon = barrier
+            if not self.waiting and self.next < len(self.pending):
+                horizon = min(horizon, r.arrival_s[self.pending[self.next]])
+            delta = horizon - self.t
+            k = 1 if dt >= delta else self.block_steps(k)
+        if k > 1:
+            run = self.decode_run()
+            if delta < math.inf:
+                k = run.steps_before(delta, k)
+            if k > 1:
+                dt = run.elapsed_s(k)
+                self.free -= self.blocks_over(1, k)
+                mean += (k - 1) / 2.0
+                pairs = n * attended_pairs(1, mean, 0)
+                cached = n * cached_tokens(mean, 0)
+        self.record(dt, k, n, pairs, cached)
+        self.t += dt
+        self.step += k
+        if ends[0][0] < self.step:
+            self.complete_decodes(self.step - 1, self.t)
+
+    def decode_run(self) -> DecodeRun:
+        """The run's two roofline lines: the step model at the run's first two steps."""
+        n = self.n_dec
+        mean = (n * self.step - self.sum_base) / n
+        return self.model.decode_run(
+            n,
+            n * attended_pairs(1, mean, 0),
+            n * attended_pairs(1, mean + 1, 0),
+            n * cached_tokens(mean, 0),
+            n * cached_tokens(mean + 1, 0),
+        )
+
+    def block_steps(self, k: int) -> int:
+        """The most steps (<= k) whose fresh blocks fit; any bs consecutive steps take one
+        block per decoder."""
+        n, bs, free = self.n_dec, self.bs, self.free
+        cycles = free // n
+        if (k - 1) <= cycles * bs:
+            return k
+        room = free - cycles * n
+        j = cycles * bs
+        while True:
+            more = self.cnt[(self.step + j + 1) % bs]
+            if more > room:
+                return min(k, j + 1)
+            room -= more
+            j += 1
+
+    def blocks_over(self, first: int, last: int) -> int:
+        """Fresh blocks the decoders take over steps first .. last - 1 (counted from now)."""
+        length = last - first
+        if length <= 0:
+            return 0
+        bs = self.bs
+        total = length // bs * self.n_dec
+        start = self.step + first
+        for j in range(length % bs):
+            total += self.cnt[(start + j) % bs]
+        return total
+
+    # --- sequences joining, leaving and finishing ------------------------------------------
+    def prefilled(self, rid: int, t: float) -> None:
+        """A (re)prefill reached its target: its last position emits a token."""
+        r = self.r
+        self.prefilling.remove(rid)
+        emitted = r.emitted[rid] + 1
+        if emitted == 1:
+            r.first_s[rid] = t
+        left = r.output[rid] + 1 - emitted  # decode steps still to run
+        if left == 0:
+            self.free += r.held[rid]
+            self.finish(rid, t)
+            return
+        s = self.step  # the first step it decodes in
+        base = s - r.computed[rid]
+        r.state[rid] = DECODE
+        r.base[rid] = base
+        r.first_step[rid] = s
+        r.last_step[rid] = s + left - 1
+        self.n_dec += 1
+        self.sum_base += base
+        self.cnt[base % self.bs] += 1
+        if not self.fast:
+            self.dec_base[rid] = base
+        heapq.heappush(self.ends, (s + left - 1, rid))
+        heapq.heappush(self.victims, (-r.seq[rid], rid))
+
+    def leave_decode(self, rid: int) -> None:
+        base = self.r.base[rid]
+        self.n_dec -= 1
+        self.sum_base -= base
+        self.cnt[base % self.bs] -= 1
+        if not self.fast:
+            del self.dec_base[rid]
+
+    def complete_decodes(self, s: int, t: float) -> None:
+        """Decoders whose last step was s finish at t and free their blocks."""
+        ends, r, bs = self.ends, self.r, self.bs
+        while ends and ends[0][0] <= s:
+            last, rid = heapq.heappop(ends)
+            if r.state[rid] != DECODE or r.last_step[rid] != last:
+                continue
+            context = s + 1 - r.base[rid]
+            self.free += -(-(context - r.shared[rid]) // bs)
+            self.leave_decode(rid)
+            self.finish(rid, t)
+
+    def finish(self, rid: int, t: float) -> None:
+        self.r.state[rid] = DONE
+        self.r.finish_s[rid] = t
+        self.finished.append(t)
+        if self.follow_up is not None:
+            nxt = self.follow_up(rid, t)
+            if nxt is not None:
+                self.add(nxt)

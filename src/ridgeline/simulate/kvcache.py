@@ -1,0 +1,62 @@
+"""The paged KV cache: fixed blocks of tokens, as many as the core's memory plan leaves room for.
+
+Like vLLM, a fraction of each GPU's memory (gpu_memory_utilization, 0.9) is planned for; the
+weights, the peak activations of a full step and the runtime overhead come out of it, and the
+rest holds the KV cache:
+
+    blocks = room per GPU / (block tokens x KV bytes per token per GPU).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ridgeline import ledger, memory, parallel
+from ridgeline.errors import RidgelineError
+from ridgeline.roofline import Machine
+
+BLOCK_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class KvCache:
+    block_tokens: int
+    blocks: int
+    room_bytes_per_gpu: float  # usable - weights - activations - overhead
+    bytes_per_token_per_gpu: float
+
+    @property
+    def tokens(self) -> int:
+        return self.blocks * self.block_tokens
+
+
+def blocks_for(tokens: int, block_tokens: int) -> int:
+    """Blocks that hold `tokens`: ceil(tokens / block tokens)."""
+    return -(-tokens // block_tokens)
+
+
+def kv_cache(
+    m: Machine,
+    block_tokens: int = BLOCK_TOKENS,
+    utilization: float = memory.GPU_MEMORY_UTILIZATION,
+    max_num_seqs: int = 256,
+    max_num_batched_tokens: int = 8192,
+) -> KvCache:
+    """The cache a deployment has once the memory plan for a full step (max_num_seqs
+    sequences sharing max_num_batched_tokens) has set the weights and activations aside."""
+    if not 0 < utilization <= 1:
+        raise RidgelineError(f"--gpu-memory-utilization must lie in (0, 1], got {utilization:g}")
+    context = max(1, math.ceil(max_num_batched_tokens / max_num_seqs))
+    p = memory.plan(m, context, max_num_seqs, utilization=utilization, suggest=False)
+    g = p.per_gpu
+    room = g.usable_bytes - g.weight_bytes - g.activation_bytes - g.overhead_bytes
+    per_token = ledger.kv_bytes_per_token(m.arch, m.prec) * parallel.kv_share_per_gpu(m.arch, m.par)
+    blocks = int(room // (block_tokens * per_token)) if room > 0 else 0
+    if blocks <= 0:
+        raise RidgelineError(
+            f"{m.arch.name} in {m.prec.weights} leaves no room for a KV cache on {m.par.gpus}x {m.hw.name} "
+            f"(weights {g.weight_bytes / 1e9:.1f} GB of {g.usable_bytes / 1e9:.1f} GB usable per GPU): "
+            "raise --tp or choose narrower --weights"
+        )
+    return KvCache(block_tokens, blocks, room, per_token)

@@ -1,0 +1,332 @@
+"""Capacity planning: the highest request rate a replica takes inside an SLO, the replicas and
+GPUs a target rate needs, and what a million tokens then costs.
+
+A rate meets the SLO when a run of Poisson (or gamma) arrivals at that rate has p99 TTFT,
+p99 TPOT and p99 E2E within their targets and is not overloaded. Whether one run meets it
+is itself random: near capacity a p99 rests on a few bursts of arrivals, and the system
+forgets a burst only after about one turnover (the in-system count L = rate x E2E, by
+Little's law, replaced once). So each run spans about RUN_TURNOVERS turnovers, and the
+search repeats over seeds: for each seed the highest meeting rate is found by bracketing
+and bisection (to 1%), and the plan takes mean - 2 sd of those rates (and no more than the
+lowest): a rate that runs of this length meet about 98% of the time.
+
+Cost at a fleet rate R: replicas = ceil(R / rate per replica), GPUs = replicas x GPUs per
+replica, $ per hour = GPUs x price, and $ per million tokens = $ per hour / (R x tokens per
+request x 3600) x 1e6, counting input and output tokens (and output tokens alone).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from ridgeline import metrics, request
+from ridgeline.errors import RidgelineError
+from ridgeline.roofline import Machine
+from ridgeline.simulate import report
+from ridgeline.simulate.engine import EngineConfig
+from ridgeline.simulate.kvcache import kv_cache
+from ridgeline.simulate.run import Deployment, simulate
+from ridgeline.simulate.workload import Workload
+
+TOLERANCE = 1.01  # bisection stops when hi / lo is below this
+BRACKET = 1.25  # step when bracketing from the core's guess
+NEAR = 1.05  # step when bracketing from the seeds already found
+NEAR = 1.05  # step when bracketing from the seeds already found
+MAX_BRACKET_STEPS = 40
+RUN_TURNOVERS = 150  # requests per run / in-system requests
+MIN_REQUESTS, MAX_REQUESTS = 2000, 40000
+
+Tick = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One simulated run at one rate."""
+
+    rate_per_s: float
+    seed: int
+    met: bool
+    overloaded: bool
+    ttft_p99_s: float | None
+    tpot_p99_s: float | None
+    e2e_p99_s: float | None
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """One deployment's answer."""
+
+    deployment: dict[str, Any]
+    slo: dict[str, float | None]
+    requests_per_run: int
+    seeds: int
+    max_rate_per_replica: float
+    seed_rates: list[float]
+    at_max: dict[str, Any]
+    target_rate_per_s: float | None
+    replicas: int
+    gpus: int
+    price_per_gpu_hour_usd: float
+    usd_per_hour: float
+    usd_per_million_tokens: float
+    usd_per_million_output_tokens: float
+    trials: list[Trial] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_deployments(spec: str, weights: str) -> list[tuple[str, int, str]]:
+    """`GPU[:TP[:WEIGHTS]]`, comma-separated: `h100-sxm:1:bf16,h200:1:fp8,a100-80gb-sxm:2`."""
+    out = []
+    for item in spec.split(","):
+        parts = [p.strip() for p in item.strip().split(":")]
+        if not parts[0] or len(parts) > 3:
+            raise RidgelineError(
+                f"--compare entry '{item}' is not GPU[:TP[:WEIGHTS]]; e.g. h100-sxm:1:bf16,h200:1:fp8"
+            )
+        tp = parts[1] if len(parts) > 1 and parts[1] else "1"
+        if not tp.isdigit() or int(tp) < 1:
+            raise RidgelineError(f"--compare entry '{item}': TP '{tp}' must be a whole number >= 1")
+        out.append((parts[0], int(tp), parts[2] if len(parts) > 2 and parts[2] else weights))
+    return out
+
+
+def trial(
+    m: Machine, w: Workload, cfg: EngineConfig, slo: metrics.Slo, rate: float, seed: int, requests: int
+) -> Trial:
+    """Simulate one run and judge it against the SLO."""
+    run = replace(w, rate_per_s=rate, seed=seed, requests=requests, duration_s=None)
+    res = simulate(workload=run, engine=cfg, machine=m, summarize=False)
+    records = report.make_records(res.reqs, m.eff.ttft_offset_s, None)
+    p99 = {
+        key: metrics.percentiles([r[key] for r in records], key, boot=1).p99
+        for key in ("ttft_s", "tpot_s", "e2e_s")
+    }
+    overloaded = report.overloaded(res.reqs, closed=False)
+    met = not overloaded
+    for key in ("ttft_s", "tpot_s", "e2e_s"):
+        limit, value = getattr(slo, key), p99[key]
+        if limit is not None and value is not None and value > limit:
+            met = False
+    return Trial(rate, seed, met, overloaded, p99["ttft_s"], p99["tpot_s"], p99["e2e_s"])
+
+
+@dataclass(frozen=True)
+class Guess:
+    """What the core says a full replica serves, before any simulation."""
+
+    rate_per_s: float
+    in_system: float  # L = rate x E2E at that rate
+
+    @property
+    def requests(self) -> int:
+        """Requests per run: RUN_TURNOVERS turnovers, in thousands, within the bounds."""
+        n = math.ceil(RUN_TURNOVERS * self.in_system / 1000) * 1000
+        return min(max(n, MIN_REQUESTS), MAX_REQUESTS)
+
+
+def first_guess(m: Machine, w: Workload, cfg: EngineConfig) -> Guess:
+    """Each request's prefill plus its share of M decode steps at the batch the KV cache or
+    max_num_seqs allows: rate = 1 / (prefill + M x step / batch); E2E = prefill + M x step."""
+    prompt, output = w.prompt.mean, w.output.mean
+    kv = kv_cache(
+        m, cfg.block_tokens, cfg.gpu_memory_utilization, cfg.max_num_seqs, cfg.max_num_batched_tokens
+    )
+    batch = max(1, min(cfg.max_num_seqs, kv.tokens // (prompt + output)))
+    step_s = float(request.decode_step(m, prompt + output / 2, batch).time_s)
+    prefill_s = float(request.prefill_step(m, prompt).time_s)
+    rate = 1.0 / (prefill_s + output * step_s / batch)
+    return Guess(rate, min(batch, rate * (prefill_s + output * step_s)))
+
+
+def seed_rate(
+    judge: Callable[[float], Trial], guess: float, floor: float, tick: Tick, step: float = BRACKET
+) -> tuple[float, list[Trial]]:
+    """The highest meeting rate for one seed: bracket from the guess by `step`, then bisect
+    (geometric)."""
+    trials: list[Trial] = []
+
+    def met(rate: float) -> bool:
+        t = judge(rate)
+        trials.append(t)
+        tick()
+        return t.met
+
+    lo, hi = guess, guess
+    if met(guess):
+        for _ in range(MAX_BRACKET_STEPS):
+            hi = lo * step
+            if not met(hi):
+                break
+            lo = hi
+        else:
+            raise RidgelineError(
+                f"every rate up to {hi:.3g}/s meets the SLO; tighten it or check the workload"
+            )
+    else:
+        while True:
+            lo = hi / step
+            if lo <= floor:
+                return floor, trials
+            if met(lo):
+                break
+            hi = lo
+    while hi / lo > TOLERANCE:
+        mid = math.sqrt(lo * hi)
+        if met(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, trials
+
+
+def capacity(
+    deployment: Deployment,
+    workload: Workload,
+    slo: metrics.Slo,
+    target_rate_per_s: float | None = None,
+    engine: EngineConfig | None = None,
+    requests: int | None = None,
+    seeds: int = 5,
+    price_per_gpu_hour: float | None = None,
+    tick: Tick | None = None,
+) -> Capacity:
+    """The plan for one deployment; `requests` per run defaults to RUN_TURNOVERS turnovers."""
+    cfg = engine or EngineConfig()
+    tick = tick or (lambda: None)
+    if target_rate_per_s is not None and not target_rate_per_s > 0:
+        raise RidgelineError(f"--rate (the fleet's target) must be positive, got {target_rate_per_s:g}")
+    if requests is not None and requests < 100:
+        raise RidgelineError(f"--requests must be at least 100 for a p99, got {requests}")
+    if seeds < 2:
+        raise RidgelineError(f"--seeds must be at least 2 to measure run-to-run spread, got {seeds}")
+    for name, value in (
+        ("--slo-ttft-p99", slo.ttft_s),
+        ("--slo-tpot-p99", slo.tpot_s),
+        ("--slo-e2e-p99", slo.e2e_s),
+    ):
+        if value is not None and not value > 0:
+            raise RidgelineError(f"{name} must be positive (seconds), got {value:g}")
+    m = deployment.machine()
+    price = m.hw.price_per_hour_usd if price_per_gpu_hour is None else price_per_gpu_hour
+    if price < 0:
+        raise RidgelineError(f"--price must not be negative, got {price:g}")
+    first = first_guess(m, workload, cfg)
+    n = first.requests if requests is None else requests
+    floor = alone_check(m, workload, cfg, slo, first.rate_per_s, tick)
+    rates: list[float] = []
+    trials: list[Trial] = []
+    for i in range(seeds):
+
+        def judge(rate: float, seed: int = workload.seed + i) -> Trial:
+            return trial(m, workload, cfg, slo, rate, seed, n)
+
+        guess, step = (statistics.fmean(rates), NEAR) if rates else (first.rate_per_s, BRACKET)
+        found, tried = seed_rate(judge, guess, floor, tick, step)
+        rates.append(found)
+        trials += tried
+    best = min(statistics.fmean(rates) - 2 * statistics.stdev(rates), min(rates))
+    if best <= floor:
+        raise unreachable(m, slo, workload)
+    confirm = replace(workload, rate_per_s=best, seed=workload.seed + seeds, requests=n, duration_s=None)
+    res = simulate(workload=confirm, engine=cfg, machine=m, slo=slo)
+    tick()
+    s = res.summary
+    prompt_mean = statistics.fmean(res.reqs.prompt)
+    output_mean = statistics.fmean(res.reqs.output) + 1  # tokens emitted: M + 1
+    fleet_rate = best if target_rate_per_s is None else target_rate_per_s
+    replicas = max(1, math.ceil(fleet_rate / best - 1e-9))
+    gpus = replicas * m.par.gpus
+    usd_per_hour = gpus * price
+    tokens_per_hour = fleet_rate * 3600.0
+    return Capacity(
+        deployment={
+            "model": m.arch.name,
+            "gpu": m.hw.name,
+            "weights": m.prec.weights,
+            "tp": m.par.tp,
+            "pp": m.par.pp,
+            "gpus_per_replica": m.par.gpus,
+            "kv_tokens": res.kv.tokens,
+        },
+        slo={"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "e2e_s": slo.e2e_s},
+        requests_per_run=n,
+        seeds=seeds,
+        max_rate_per_replica=best,
+        seed_rates=rates,
+        at_max={
+            "rate_per_s": best,
+            "seed": workload.seed + seeds,
+            "ttft_p99_s": s["ttft_s"]["p99"],
+            "tpot_p99_s": s["tpot_s"]["p99"],
+            "e2e_p99_s": s["e2e_s"]["p99"],
+            "met": bool(s["slo"]["met"]) and not s["overloaded"],
+            "slo_attainment": s["slo_attainment"],
+            "throughput_tokens_per_s": s["throughput_tokens_per_s"],
+            "input_tokens_per_s": s["input_tokens_per_s"],
+            "mean_batch": s["utilisation"]["mean_batch"],
+            "prompt_tokens_mean": prompt_mean,
+            "output_tokens_mean": output_mean,
+        },
+        target_rate_per_s=target_rate_per_s,
+        replicas=replicas,
+        gpus=gpus,
+        price_per_gpu_hour_usd=price,
+        usd_per_hour=usd_per_hour,
+        usd_per_million_tokens=usd_per_hour / (tokens_per_hour * (prompt_mean + output_mean)) * 1e6,
+        usd_per_million_output_tokens=usd_per_hour / (tokens_per_hour * output_mean) * 1e6,
+        trials=trials,
+    )
+
+
+def alone_check(
+    m: Machine, w: Workload, cfg: EngineConfig, slo: metrics.Slo, guess: float, tick: Tick
+) -> float:
+    """At a rate where requests seldom overlap the SLO must hold, or no rate can meet it.
+    Returns that rate: the floor of the search."""
+    floor = guess / 1000.0
+    t = trial(m, w, cfg, slo, floor, w.seed, 200)
+    tick()
+    if not t.met:
+        raise unreachable(m, slo, w, t)
+    return floor
+
+
+def unreachable(m: Machine, slo: metrics.Slo, w: Workload, t: Trial | None = None) -> RidgelineError:
+    alone = request.request_timeline(m, w.prompt.mean, w.output.mean)
+    seen = (
+        f"; alone, a request of {w.prompt.mean:,} + {w.output.mean:,} tokens has TTFT "
+        f"{alone.ttft_s:.3g} s and TPOT {alone.tpot_s:.3g} s"
+    )
+    if t is not None:
+        seen += f" (p99 of lone requests: TTFT {t.ttft_p99_s:.3g} s, TPOT {t.tpot_p99_s or 0:.3g} s)"
+    targets = asdict(slo).items()
+    limits = ", ".join(f"{k.replace('_s', '').upper()} < {v:g} s" for k, v in targets if v is not None)
+    return RidgelineError(
+        f"no request rate meets the p99 SLO ({limits}) on {m.par.gpus}x {m.hw.name}{seen}: "
+        "relax the SLO or choose a faster deployment"
+    )
+
+
+def compare(
+    deployments: list[Deployment],
+    workload: Workload,
+    slo: metrics.Slo,
+    target_rate_per_s: float | None,
+    engine: EngineConfig | None = None,
+    requests: int | None = None,
+    seeds: int = 5,
+    price_per_gpu_hour: float | None = None,
+    tick: Tick | None = None,
+) -> list[Capacity]:
+    """Each deployment planned on the same workload, cheapest per million tokens first."""
+    plans = [
+        capacity(d, workload, slo, target_rate_per_s, engine, requests, seeds, price_per_gpu_hour, tick)
+        for d in deployments
+    ]
+    return sorted(plans, key=lambda p: p.usd_per_million_tokens)

@@ -1,0 +1,234 @@
+"""simulate(): a workload on a fleet of identical replicas, from arrivals to a summary."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ridgeline import metrics
+from ridgeline.calibration import Calibration
+from ridgeline.errors import RidgelineError
+from ridgeline.estimate import build_machine
+from ridgeline.roofline import Machine
+from ridgeline.simulate import report
+from ridgeline.simulate.engine import Engine, EngineConfig
+from ridgeline.simulate.kvcache import KvCache, blocks_for, kv_cache
+from ridgeline.simulate.requests import Requests
+from ridgeline.simulate.router import check_router, run_fleet
+from ridgeline.simulate.steptime import StepModel
+from ridgeline.simulate.workload import ClosedLoop, Workload, make_requests
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One replica: a model on tp x pp GPUs, as `ridgeline estimate` takes it."""
+
+    model: str = "llama-3.1-8b"
+    gpu: str = "h100-sxm"
+    weights: str = "bf16"
+    maths: str = "bf16"
+    kv_dtype: str = "bf16"
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    preset: str = "lesson"
+    compute_eff: float | None = None
+    bandwidth_eff: float | None = None
+    gpu_file: str | None = None
+    calibration: str | Path | Calibration | None = None
+
+    def machine(self) -> Machine:
+        return build_machine(
+            self.model,
+            self.gpu,
+            self.weights,
+            self.maths,
+            self.kv_dtype,
+            self.tp,
+            self.pp,
+            self.ep,
+            self.preset,
+            self.compute_eff,
+            self.bandwidth_eff,
+            self.gpu_file,
+            self.calibration,
+        )
+
+
+@dataclass
+class Result:
+    machine: Machine
+    kv: KvCache
+    reqs: Requests
+    engines: list[Engine]
+    records: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def check_engine(cfg: EngineConfig, replicas: int) -> None:
+    for flag, value in (
+        ("--max-num-seqs", cfg.max_num_seqs),
+        ("--max-num-batched-tokens", cfg.max_num_batched_tokens),
+        ("--block-tokens", cfg.block_tokens),
+        ("--replicas", replicas),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise RidgelineError(f"{flag} must be a whole number >= 1, got {value!r}")
+    if cfg.max_num_batched_tokens < cfg.max_num_seqs:
+        raise RidgelineError(
+            f"--max-num-batched-tokens {cfg.max_num_batched_tokens} is below --max-num-seqs "
+            f"{cfg.max_num_seqs}: every running sequence needs a token each step; raise it"
+        )
+
+
+def check_fits(reqs: Requests, start: int, blocks: int, block_tokens: int) -> None:
+    """Every request must fit the cache alone, or preemption could never let it finish."""
+    for i in range(start, len(reqs)):
+        tokens = reqs.prompt[i] + reqs.output[i] - reqs.shared[i]
+        if blocks_for(tokens, block_tokens) > blocks:
+            raise RidgelineError(
+                f"a request of {reqs.prompt[i]:,} + {reqs.output[i]:,} tokens needs more KV cache than "
+                f"a replica holds ({blocks * block_tokens:,} tokens): shorten it or raise --tp"
+            )
+
+
+def simulate(
+    deployment: Deployment | None = None,
+    workload: Workload | None = None,
+    engine: EngineConfig | None = None,
+    replicas: int = 1,
+    router: str = "round-robin",
+    slo: metrics.Slo | None = None,
+    progress: Callable[[int], None] | None = None,
+    machine: Machine | None = None,
+    summarize: bool = True,
+) -> Result:
+    """Run the workload to the end (every request finishes) and summarize it (unless
+    `summarize` is False: then only the per-request arrays are filled)."""
+    deployment = deployment or Deployment()
+    workload = workload or Workload()
+    cfg = engine or EngineConfig()
+    check_engine(cfg, replicas)
+    check_router(router)
+    m = machine or deployment.machine()
+    kv = kv_cache(
+        m, cfg.block_tokens, cfg.gpu_memory_utilization, cfg.max_num_seqs, cfg.max_num_batched_tokens
+    )
+    bs = kv.block_tokens
+    pinned = workload.shared_prefix_tokens // bs
+    if pinned >= kv.blocks:
+        raise RidgelineError(
+            f"--shared-prefix {workload.shared_prefix_tokens:,} tokens fills the whole KV cache "
+            f"({kv.tokens:,} tokens); shorten it"
+        )
+    reqs = make_requests(workload, m.arch.max_context, bs)
+    check_fits(reqs, 0, kv.blocks - pinned, bs)
+    follow_up = None
+    if workload.closed:
+        loop = ClosedLoop(workload, reqs, m.arch.max_context, bs)
+
+        def follow_up(done: int, finish_s: float) -> int | None:
+            rid = loop.follow_up(done, finish_s)
+            if rid is not None:
+                check_fits(reqs, rid, kv.blocks - pinned, bs)
+            return rid
+
+    model = StepModel(m)
+    engines = [Engine(reqs, model, cfg, kv, pinned, j, follow_up) for j in range(replicas)]
+    ids = list(range(len(reqs)))
+    span = reqs.arrival_s[-1] - reqs.arrival_s[0] if len(reqs) > 1 else 0.0
+    if workload.closed:
+        span = workload.duration_s or 200.0
+    run_fleet(engines, ids, "round-robin" if workload.closed else router, progress, max(span / 200, 1e-3))
+    if not summarize:
+        return Result(m, kv, reqs, engines)
+    return summarize_run(m, kv, reqs, engines, workload, cfg, replicas, router, slo)
+
+
+def summarize_run(
+    m: Machine,
+    kv: KvCache,
+    reqs: Requests,
+    engines: list[Engine],
+    workload: Workload,
+    cfg: EngineConfig,
+    replicas: int,
+    router: str,
+    slo: metrics.Slo | None,
+) -> Result:
+    records = report.make_records(reqs, m.eff.ttft_offset_s, workload.concurrency)
+    makespan = max(reqs.finish_s) if len(reqs) else 0.0
+    summary = report.summarize(records, makespan, slo)
+    arrivals = reqs.arrival_s
+    offered = workload.rate_per_s if workload.trace is None and not workload.closed else None
+    if offered is None and len(reqs) > 1 and arrivals[-1] > arrivals[0]:
+        offered = (len(reqs) - 1) / (arrivals[-1] - arrivals[0])
+    summary["input_tokens_per_s"] = sum(reqs.prompt) / max(makespan, 1e-12)
+    summary["offered_rate_per_s"] = offered
+    summary["overloaded"] = report.overloaded(reqs, workload.closed)
+    summary["queue_growth"] = report.queue_growth(reqs)
+    summary["slo"] = slo_verdict(summary, slo)
+    summary["utilisation"] = report.utilisation(engines, m, makespan)
+    summary["deployment"] = {
+        "model": m.arch.name,
+        "gpu": m.hw.name,
+        "weights": m.prec.weights,
+        "maths": m.prec.maths,
+        "kv_dtype": m.prec.kv,
+        "tp": m.par.tp,
+        "pp": m.par.pp,
+        "gpus_per_replica": m.par.gpus,
+        "replicas": replicas,
+        "router": router,
+        "compute_eff": m.eff.compute,
+        "bandwidth_eff": m.eff.bandwidth,
+        "kv_blocks": kv.blocks,
+        "block_tokens": kv.block_tokens,
+        "kv_tokens": kv.tokens,
+    }
+    summary["engine"] = asdict(cfg)
+    summary["workload"] = {
+        "arrival": "closed" if workload.closed else ("trace" if workload.trace else workload.arrival),
+        "rate_per_s": workload.rate_per_s if not workload.closed else None,
+        "burstiness": workload.burstiness,
+        "concurrency": workload.concurrency,
+        "requests": len(reqs),
+        "seed": workload.seed,
+        "prompt": asdict(workload.prompt) | {"values": len(workload.prompt.values)},
+        "output": asdict(workload.output) | {"values": len(workload.output.values)},
+        "prefix_hit_rate": workload.prefix_hit_rate,
+        "shared_prefix_tokens": workload.shared_prefix_tokens,
+    }
+    summary["warnings"] = warnings(summary)
+    return Result(m, kv, reqs, engines, records, summary)
+
+
+def slo_verdict(summary: dict[str, Any], slo: metrics.Slo | None) -> dict[str, Any] | None:
+    """Each target against its p99."""
+    if slo is None:
+        return None
+    out: dict[str, Any] = {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "e2e_s": slo.e2e_s}
+    met = {}
+    for key in ("ttft_s", "tpot_s", "e2e_s"):
+        limit = getattr(slo, key)
+        if limit is not None:
+            p99 = summary[key]["p99"]
+            met[key] = p99 is not None and p99 <= limit
+    out["p99_met"] = met
+    out["met"] = all(met.values())
+    return out
+
+
+def warnings(summary: dict[str, Any]) -> list[str]:
+    notes = []
+    if summary["overloaded"]:
+        rate = summary["offered_rate_per_s"]
+        notes.append(
+            f"overloaded: requests arrive faster ({rate:.3g}/s) than the fleet serves them "
+            f"({summary['requests_per_s']:.3g}/s); the queue and TTFT grow without bound as the run lengthens"
+        )
+    for key in report.LATENCY_KEYS:
+        notes += list(summary[key].get("warnings") or ())
+    return notes

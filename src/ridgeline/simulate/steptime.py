@@ -1,0 +1,171 @@
+"""The time of one engine iteration: the core's cost of a mixed batch.
+
+A step carries T new tokens: one for each decoding sequence, at its own context, plus the
+prefill chunks. The core prices it from totals over the sequences (ledger.work_from_totals):
+per window group, the attended pairs and the cached tokens read; roofline.time_work turns
+the work into compute_s, memory_s and comm_s, and
+
+    step_s = max(compute_s, memory_s) + comm_s + overhead_s.
+
+For a fixed T the core's compute_s is affine in the pairs and its memory_s affine in the
+cached tokens (FLOPs = 2 P T + a * pairs; bytes = weights(T) + k * (cached + T)). So the
+engine evaluates each step in a few operations: the T-only part comes from the core once per
+distinct T, the slopes from the core once per model. `StepModel` checks that this reading
+reproduces a direct core call to 1e-12 at start-up and otherwise prices every step through
+the core.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ridgeline import ledger, roofline
+from ridgeline.roofline import Machine, StepTime
+
+PROBE = float(1 << 30)  # pairs / tokens used to read a slope off the core without rounding loss
+
+
+class StepModel:
+    """Step times from the core, memoised by T; `groups` are the model's (layers, window)."""
+
+    def __init__(self, m: Machine) -> None:
+        self.m = m
+        self.groups = m.arch.window_groups()
+        self.layers = [n for n, _ in self.groups]
+        self.windows = [w for _, w in self.groups]
+        self.global_only = self.windows == [0]
+        self.by_tokens: dict[int, tuple[float, float, float]] = {}
+        zeros = [0.0] * len(self.groups)
+        base = self.core(1, zeros, zeros)
+        self.pair_s: list[float] = []  # compute seconds per attended pair, per group
+        self.cached_s: list[float] = []  # memory seconds per cached token read, per group
+        for g in range(len(self.groups)):
+            unit = [PROBE if i == g else 0.0 for i in range(len(self.groups))]
+            self.pair_s.append((float(self.core(1, unit, zeros).compute_s) - float(base.compute_s)) / PROBE)
+            self.cached_s.append((float(self.core(1, zeros, unit).memory_s) - float(base.memory_s)) / PROBE)
+        self.exact = self._reproduces_core()
+
+    def core(self, tokens: float, pairs: list[float], cached: list[float]) -> StepTime:
+        """The core's time for a step with these totals."""
+        work = ledger.work_from_totals(
+            self.m.arch,
+            self.m.prec,
+            tokens,
+            list(zip(self.layers, pairs, strict=True)),
+            list(zip(self.layers, cached, strict=True)),
+        )
+        return roofline.time_work(work, self.m)
+
+    def at_tokens(self, tokens: int) -> tuple[float, float, float]:
+        """(compute_s, memory_s, comm_s + overhead_s) of a step of T tokens with no context."""
+        found = self.by_tokens.get(tokens)
+        if found is None:
+            zeros = [0.0] * len(self.groups)
+            s = self.core(tokens, zeros, zeros)
+            found = (float(s.compute_s), float(s.memory_s), float(s.comm_s) + float(s.overhead_s))
+            self.by_tokens[tokens] = found
+        return found
+
+    def terms(self, tokens: int, pairs: list[float], cached: list[float]) -> tuple[float, float, float]:
+        """(compute_s, memory_s, fixed_s) of a mixed step."""
+        if not self.exact:
+            s = self.core(tokens, pairs, cached)
+            return float(s.compute_s), float(s.memory_s), float(s.comm_s) + float(s.overhead_s)
+        c0, m0, f0 = self.at_tokens(tokens)
+        for a, b, p, c in zip(self.pair_s, self.cached_s, pairs, cached, strict=True):
+            c0 += a * p
+            m0 += b * c
+        return c0, m0, f0
+
+    def time_s(self, tokens: int, pairs: list[float], cached: list[float]) -> float:
+        if self.exact and self.global_only:
+            c0, m0, f0 = self.by_tokens.get(tokens) or self.at_tokens(tokens)
+            c = c0 + self.pair_s[0] * pairs[0]
+            mem = m0 + self.cached_s[0] * cached[0]
+        else:
+            c, mem, f0 = self.terms(tokens, pairs, cached)
+        return (c if c > mem else mem) + f0
+
+    def decode_run(
+        self, tokens: int, pairs0: float, pairs1: float, cached0: float, cached1: float
+    ) -> DecodeRun:
+        """A decode-only run of a global-attention model: its lines through steps 0 and 1."""
+        c0, m0, f0 = self.by_tokens.get(tokens) or self.at_tokens(tokens)
+        a, b = self.pair_s[0], self.cached_s[0]
+        return DecodeRun(
+            c0 + a * pairs0, a * (pairs1 - pairs0), m0 + b * cached0, b * (cached1 - cached0), f0
+        )
+
+    def _reproduces_core(self) -> bool:
+        """The affine reading against a direct core call at an arbitrary mixed step."""
+        tokens = 777
+        pairs = [123_456.5 * (g + 1) for g in range(len(self.groups))]
+        cached = [98_765.0 * (g + 1) for g in range(len(self.groups))]
+        direct = self.core(tokens, pairs, cached)
+        c0, m0, f0 = self.at_tokens(tokens)
+        c = c0 + sum(a * p for a, p in zip(self.pair_s, pairs, strict=True))
+        mem = m0 + sum(b * x for b, x in zip(self.cached_s, cached, strict=True))
+        want = (
+            float(direct.compute_s),
+            float(direct.memory_s),
+            float(direct.comm_s) + float(direct.overhead_s),
+        )
+        pairs_up = zip((c, mem, f0), want, strict=True)
+        return all(math.isclose(x, y, rel_tol=1e-12, abs_tol=0.0) for x, y in pairs_up)
+
+
+class DecodeRun:
+    """A run of identical decode-only steps j = 0, 1, ...: each roofline term grows linearly
+    with the context, so step_j = max(ac + bc*j, am + bm*j) + fixed, a convex broken line
+    whose sum has a closed form on each side of the crossing."""
+
+    __slots__ = ("ac", "am", "bc", "bm", "crossing", "fixed")
+
+    def __init__(self, ac: float, bc: float, am: float, bm: float, fixed: float) -> None:
+        self.ac, self.bc, self.am, self.bm, self.fixed = ac, bc, am, bm, fixed
+        # j where the compute and memory lines meet (inf when parallel)
+        self.crossing = math.inf if bc == bm else (am - ac) / (bc - bm)
+
+    def line(self, j: float) -> tuple[float, float]:
+        """The line (intercept, slope) that is the larger term at step j."""
+        if self.ac + self.bc * j >= self.am + self.bm * j:
+            return self.ac, self.bc
+        return self.am, self.bm
+
+    def step_s(self, j: int) -> float:
+        return max(self.ac + self.bc * j, self.am + self.bm * j) + self.fixed
+
+    def split(self, k: int) -> int:
+        """Steps before the crossing, within 0 .. k."""
+        x = self.crossing
+        return 0 if x <= 0 else k if x >= k else math.ceil(x)
+
+    def elapsed_s(self, k: int) -> float:
+        """Sum of steps 0 .. k-1: sum of a + b j on each side of the crossing."""
+        split = self.split(k)
+        a, b = self.line(0)
+        total = split * a + b * split * (split - 1) / 2.0
+        if split < k:
+            a, b = self.line(k - 1)
+            total += (k - split) * a + b * (k * (k - 1) - split * (split - 1)) / 2.0
+        return total + self.fixed * k
+
+    def steps_before(self, delta_s: float, k_max: int) -> int:
+        """The number of steps that start before delta_s: the least k >= 1 with
+        elapsed_s(k) >= delta_s, or k_max if none does."""
+        split = self.split(k_max)
+        j0, rest, (a, b) = 0, delta_s, self.line(0)
+        if 0 < split < k_max:
+            before = self.elapsed_s(split)
+            if delta_s > before:
+                j0, rest, (a, b) = split, delta_s - before, self.line(k_max - 1)
+        # elapsed from j0 over n steps: (b/2) n^2 + q n with q = a + fixed + b j0 - b/2; stable root
+        q = a + self.fixed + b * j0 - b / 2.0
+        disc = q * q + 2.0 * b * rest
+        n = rest / q if b == 0.0 or disc < 0 else 2.0 * rest / (q + math.sqrt(disc))
+        k = min(max(j0 + math.ceil(n), 1), k_max)
+        while k < k_max and self.elapsed_s(k) < delta_s:
+            k += 1
+        while k > 1 and self.elapsed_s(k - 1) >= delta_s:
+            k -= 1
+        return k

@@ -1,0 +1,65 @@
+"""Capacity planning: the rate the search finds meets the SLO in at least 4 of 5 fresh seeds,
+and 1.1x that rate breaks it in at least 4 of 5; the fleet's size and cost follow from it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ridgeline import metrics
+from ridgeline.errors import RidgelineError
+from ridgeline.simulate import Lengths, Workload, capacity, simulate
+from ridgeline.simulate.plan import parse_deployments
+from ridgeline.simulate.run import Deployment
+
+SLO = metrics.Slo(ttft_s=1.0, tpot_s=0.05)
+WORKLOAD = Workload(prompt=Lengths("fixed", 2000), output=Lengths("fixed", 500))
+
+
+def meets(rate: float, seed: int, requests: int) -> bool:
+    """An independent judge: the run's own summary (metrics.summarize) against the SLO."""
+    run = Workload(
+        prompt=WORKLOAD.prompt,
+        output=WORKLOAD.output,
+        rate_per_s=rate,
+        requests=requests,
+        duration_s=None,
+        seed=seed,
+    )
+    s = simulate(workload=run, slo=SLO).summary
+    return s["ttft_s"]["p99"] <= SLO.ttft_s and s["tpot_s"]["p99"] <= SLO.tpot_s and not s["overloaded"]
+
+
+def test_the_rate_found_meets_the_slo_and_ten_percent_more_breaks_it() -> None:
+    plan = capacity(Deployment(), WORKLOAD, SLO, target_rate_per_s=20.0, seeds=5)
+    rate, n = plan.max_rate_per_replica, plan.requests_per_run
+    fresh = range(100, 105)  # seeds the search never saw
+    assert sum(meets(rate, seed, n) for seed in fresh) >= 4
+    assert sum(not meets(1.1 * rate, seed, n) for seed in fresh) >= 4
+    # the fleet for 20 requests/s and what it costs, by hand from the plan's own figures
+    assert plan.replicas == math.ceil(20.0 / rate)
+    assert plan.gpus == plan.replicas
+    assert plan.usd_per_hour == pytest.approx(plan.gpus * 2.99)
+    tokens_per_hour = 20.0 * 3600 * (2000 + 501)  # prompt + the 501 tokens each answer emits
+    assert plan.usd_per_million_tokens == pytest.approx(plan.usd_per_hour / tokens_per_hour * 1e6, rel=1e-3)
+    assert plan.usd_per_million_output_tokens == pytest.approx(
+        plan.usd_per_hour / (20.0 * 3600 * 501) * 1e6, rel=1e-3
+    )
+
+
+def test_an_slo_no_rate_can_meet_is_an_error() -> None:
+    """One request alone takes 55.9 ms to its first token on an H100: 10 ms cannot be met."""
+    with pytest.raises(RidgelineError, match="no request rate meets"):
+        capacity(Deployment(), WORKLOAD, metrics.Slo(ttft_s=0.01), requests=200, seeds=2)
+
+
+def test_compare_syntax() -> None:
+    assert parse_deployments("h100-sxm:1:bf16,h200:1:fp8,a100-80gb-sxm:2", "bf16") == [
+        ("h100-sxm", 1, "bf16"),
+        ("h200", 1, "fp8"),
+        ("a100-80gb-sxm", 2, "bf16"),
+    ]
+    for bad in ("h100-sxm:x", ":1", "a:1:b:c"):
+        with pytest.raises(RidgelineError, match="--compare"):
+            parse_deployments(bad, "bf16")
