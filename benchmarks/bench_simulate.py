@@ -7,7 +7,7 @@ per wall-second. Capacity is measured first, in-process: the completion rate of 
 that always has a queue. Then how the time grows with the number of requests, and with the
 batch (max_num_seqs, each at 80% of its own capacity).
 
-Run: python benchmarks/bench_simulate.py [--quick]   (figures go into docs/simulate.md by hand)
+Run: python benchmarks/bench_simulate.py [--quick]   (figures go into the README by hand)
 """
 
 from __future__ import annotations
