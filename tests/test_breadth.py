@@ -129,6 +129,14 @@ def test_pipeline_parallel_splits_memory_not_latency() -> None:
     assert two.tpot_s >= one.tpot_s
 
 
+def test_pipeline_bubble_is_reported() -> None:
+    """With one micro-batch, each of P stages idles (P - 1) / P of the pass."""
+    e = estimate("llama-3.1-70b", tp=2, pp=4)
+    assert e.parallel.pipeline_bubble == pytest.approx(0.75)
+    assert e.parallel.gpus == 8
+    assert any("bubble" in line for line in e.explain)
+
+
 def test_expert_parallel_spreads_experts() -> None:
     e = estimate("mixtral-8x7b", tp=4, ep=4)
     arch = get_model("mixtral-8x7b")

@@ -27,6 +27,7 @@ def test_estimate_json_keys_are_stable() -> None:
     assert set(data["memory"]) >= {"weight_bytes", "kv_bytes_per_token", "kv_bytes", "total_bytes", "fits"}
     assert set(data["memory"]["per_gpu"]) >= {"weight_bytes", "kv_bytes", "total_bytes", "capacity_bytes"}
     assert set(data["training"]) == {"flops_per_token", "bytes_per_parameter"}
+    assert set(data["parallel"]) >= {"tp", "pp", "ep", "gpus", "pipeline_bubble", "decode_comm_share"}
     assert set(data["model"]) >= {"name", "parameters", "active_parameters"}
     assert set(data["gpu"]) >= {"name", "peak_flops", "bandwidth_bytes_per_s", "memory_bytes"}
     assert data["inputs"]["prompt"] == 2000 and data["inputs"]["preset"] == "lesson"

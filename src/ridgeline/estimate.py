@@ -72,6 +72,16 @@ class GpuInfo:
 
 
 @dataclass(frozen=True)
+class ParallelInfo:
+    tp: int
+    pp: int
+    ep: int
+    gpus: int
+    pipeline_bubble: float
+    decode_comm_share: float  # communication's share of the first decode step
+
+
+@dataclass(frozen=True)
 class Training:
     flops_per_token: float
     bytes_per_parameter: int
@@ -94,6 +104,7 @@ class Estimate:
     effective_ridge: float
     memory: MemoryPlan
     cost: Cost
+    parallel: ParallelInfo
     training: Training
     explain: list[str] = field(default_factory=list)
 
@@ -255,6 +266,14 @@ def assemble(m: Machine, prompt: int, output: int, batch: int, price: float, pre
         effective_ridge=m.effective_ridge,
         memory=mem,
         cost=token_cost(price, m.par.gpus, t.ttft_s, t.tpot_s, prompt, batch),
+        parallel=ParallelInfo(
+            m.par.tp,
+            m.par.pp,
+            m.par.ep,
+            m.par.gpus,
+            m.par.pipeline_bubble,
+            float(t.first_decode.comm_s) / float(t.first_decode.time_s),
+        ),
         training=Training(training_flops_per_token(arch), TRAINING_BYTES_PER_PARAM),
         explain=explain(m, t, mem, prompt, batch),
     )

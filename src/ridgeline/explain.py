@@ -36,6 +36,12 @@ def explain(m: Machine, t: Timeline, mem: MemoryPlan, prompt: int, batch: int) -
         f"so TPOT is {t.tpot_s * 1e3:,.2f} ms and decode is {t.decode_share:.0%} of the request."
     )
     lines.append(_advice(m, t, mem, prompt, batch, weights, kv))
+    if m.par.pp > 1:
+        lines.append(
+            f"{m.par.pp} pipeline stages each hold 1/{m.par.pp} of the layers but take turns: with one "
+            f"micro-batch each GPU idles {m.par.pipeline_bubble:.0%} of every step (the bubble), "
+            "so pipeline parallelism buys memory, not latency."
+        )
     return lines
 
 

@@ -34,6 +34,12 @@ class Parallel:
     def gpus(self) -> int:
         return self.tp * self.pp
 
+    @property
+    def pipeline_bubble(self) -> float:
+        """Share of each pass a pipeline stage sits idle with one micro-batch in flight:
+        (pp - 1) / pp. Serving many micro-batches at once fills it; latency never falls."""
+        return (self.pp - 1) / self.pp
+
 
 def make_parallel(arch: Architecture, tp: int = 1, pp: int = 1, ep: int = 1) -> Parallel:
     for name, value in (("--tp", tp), ("--pp", pp), ("--ep", ep)):
