@@ -13,14 +13,15 @@ from ridgeline.hardware import Accelerator
 
 console = Console(highlight=False)
 if not console.is_terminal:  # pipes and files: wide enough that tables keep their names whole
-    console.width = 120
+    console.width = 100
 
 
 def estimate(e: Estimate) -> None:
     i = e.inputs
     console.print(
         f"[bold]{e.model.name}[/] on {i['tp'] * i['pp']}x [bold]{e.gpu.name}[/] · "
-        f"{i['weights']} weights, {i['maths']} maths, {i['kv_dtype']} KV · prompt {i['prompt']:,}, "
+        f"{i['weights']} weights, {i['maths']} maths, {i['kv_dtype']} KV\n"
+        f"prompt {i['prompt']:,}, "
         f"output {i['output']:,}, batch {i['batch']} · preset {i['preset']}"
     )
     t = Table(title=None, show_edge=False)
@@ -31,7 +32,9 @@ def estimate(e: Estimate) -> None:
     console.print(t)
     console.print(
         f"TTFT [bold]{seconds(e.ttft_s)}[/] · TPOT [bold]{seconds(e.tpot_s)}[/] · "
-        f"total [bold]{seconds(e.total_s)}[/] · decode share [bold]{e.decode_share:.0%}[/] · "
+        f"total [bold]{seconds(e.total_s)}[/] · decode share [bold]{e.decode_share:.0%}[/]"
+    )
+    console.print(
         f"{e.tokens_per_s:,.0f} tokens/s per sequence, {e.batch_tokens_per_s:,.0f} in all · "
         f"ridge {e.ridge:,.0f} FLOPs/byte"
     )
@@ -41,8 +44,11 @@ def estimate(e: Estimate) -> None:
     )
     console.print(
         f"memory per GPU: weights {si(g.weight_bytes, 'B')} + KV {si(g.kv_bytes, 'B')} + activations "
-        f"{si(g.activation_bytes, 'B')} + overhead {si(g.overhead_bytes, 'B')} = {si(g.total_bytes, 'B')} "
-        f"of {si(g.usable_bytes, 'B')} usable: {verdict}; room for {m.max_batch:,} sequences of this length"
+        f"{si(g.activation_bytes, 'B')} + overhead {si(g.overhead_bytes, 'B')}"
+    )
+    console.print(
+        f"  = {si(g.total_bytes, 'B')} of {si(g.usable_bytes, 'B')} usable: {verdict}; "
+        f"room for {m.max_batch:,} sequences of this length"
     )
     if m.suggestions:
         opts = "; ".join(

@@ -17,7 +17,7 @@ def _side(step: StepTime, m: Machine) -> str:
     ratio = i / m.effective_ridge
     where = "above" if step.bound == "compute" else "below"
     times = f"{ratio:.1f}x" if ratio >= 1 else f"1/{1 / ratio:.0f} of"
-    return f"{i:,.1f} FLOPs per byte, {times} the ridge of {m.effective_ridge:,.0f} ({where} it)"
+    return f"{i:,.1f} FLOPs per byte, {times} the effective ridge of {m.effective_ridge:,.0f} ({where} it)"
 
 
 def explain(m: Machine, t: Timeline, mem: MemoryPlan, prompt: int, batch: int) -> list[str]:
