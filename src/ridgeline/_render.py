@@ -9,7 +9,6 @@ from rich.table import Table
 
 from ridgeline._format import seconds, si
 from ridgeline.estimate import Estimate
-from ridgeline.hardware import Accelerator
 
 console = Console(highlight=False)
 if not console.is_terminal:  # pipes and files: wide enough that tables keep their names whole
@@ -92,21 +91,21 @@ def roofline(r: dict[str, Any]) -> None:
     console.print(t)
 
 
-def gpus(entries: dict[str, Accelerator]) -> None:
+def gpus(entries: dict[str, dict[str, Any]]) -> None:
     t = Table(show_edge=False)
     for col in ("name", "bf16", "fp8", "bandwidth", "memory", "interconnect", "ridge", "$/h"):
         t.add_column(col, justify="left" if col == "name" else "right")
     for name, a in entries.items():
-        fp8 = a.peak_flops.get("fp8")
+        fp8 = a["peak_flops"].get("fp8")
         t.add_row(
             name,
-            si(a.peak_flops.get("bf16", 0.0), "FLOP/s"),
+            si(a["peak_flops"].get("bf16", 0.0), "FLOP/s"),
             si(fp8, "FLOP/s") if fp8 else "–",
-            si(a.bandwidth_bytes_per_s, "B/s"),
-            si(a.memory_bytes, "B"),
-            si(a.interconnect_bytes_per_s, "B/s"),
-            f"{a.ridge('bf16'):,.0f}",
-            f"{a.price_per_hour_usd:.2f}",
+            si(a["bandwidth_bytes_per_s"], "B/s"),
+            si(a["memory_bytes"], "B"),
+            si(a["interconnect_bytes_per_s"], "B/s"),
+            f"{a['ridge']:,.0f}",
+            f"{a['price_per_hour_usd']:.2f}",
         )
     console.print(t)
 

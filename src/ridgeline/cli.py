@@ -163,11 +163,11 @@ def roofline(
 @app.command()
 def gpus(gpu_file: Optional[str] = GPU_FILE, as_json: bool = JSON) -> None:
     """The accelerator catalogue, with the user's own entries."""
-    from ridgeline.hardware import catalogue
+    from ridgeline.describe import describe_gpus
 
-    entries = catalogue(gpu_file)
+    entries = describe_gpus(gpu_file)
     if as_json:
-        emit_json({name: asdict(acc) | {"ridge": acc.ridge("bf16")} for name, acc in entries.items()})
+        emit_json(entries)
         return
     from ridgeline import _render
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from ridgeline.architecture import Architecture
+from ridgeline.hardware import catalogue
 from ridgeline.ledger import kv_bytes_per_token, model_weight_bytes
 from ridgeline.models import catalogue_model, catalogue_names, get_model
 from ridgeline.precision import make_precision
@@ -45,3 +48,8 @@ def describe(spec: str, weights: str | None = None) -> dict[str, Any]:
 
 def describe_all(weights: str | None = None) -> list[dict[str, Any]]:
     return [describe_arch(catalogue_model(n), weights) for n in catalogue_names()]
+
+
+def describe_gpus(gpu_file: str | Path | None = None) -> dict[str, dict[str, Any]]:
+    """The accelerator catalogue (with the user's entries), each with its bf16 ridge."""
+    return {name: asdict(acc) | {"ridge": acc.ridge("bf16")} for name, acc in catalogue(gpu_file).items()}

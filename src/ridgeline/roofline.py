@@ -8,7 +8,7 @@ kernels reach 60% of peak FLOP/s and 80% of bandwidth.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ridgeline._num import Num, maximum, where
 from ridgeline.architecture import Architecture
@@ -68,6 +68,10 @@ class Machine:
     @property
     def ridge(self) -> float:
         return self.hw.ridge(self.prec.maths)
+
+    def at_peak(self) -> Machine:
+        """The same machine at 100% of peak and bandwidth, with no fixed costs: the ceiling."""
+        return replace(self, eff=PRESETS["ideal"])
 
     @property
     def effective_ridge(self) -> float:

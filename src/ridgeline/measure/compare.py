@@ -17,12 +17,12 @@ are held against the core's prediction for that request shape:
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ridgeline.ledger import pass_work
 from ridgeline.request import request_timeline
-from ridgeline.roofline import PRESETS, Machine, time_work
+from ridgeline.roofline import Machine, time_work
 
 
 @dataclass(frozen=True)
@@ -76,11 +76,6 @@ def predict(m: Machine, g: Group) -> tuple[float, float]:
     first = request_timeline(m, g.prompt_tokens, 1, 1)
     t = request_timeline(m, g.prompt_tokens, g.decode_steps, g.concurrency)
     return first.ttft_s, t.tpot_s
-
-
-def ideal(m: Machine) -> Machine:
-    """The same machine at 100% of peak and bandwidth, with no fixed costs: the ceiling."""
-    return replace(m, eff=PRESETS["ideal"])
 
 
 def decode_parts_s(m: Machine, g: Group) -> dict[str, float]:
@@ -144,7 +139,7 @@ def ttft_intercept(points: list[tuple[float, float]]) -> tuple[float | None, flo
 
 def compare(m: Machine, records: list[dict[str, Any]]) -> Comparison:
     gs = groups(records)
-    top = ideal(m)
+    top = m.at_peak()
     rows = []
     for g in gs:
         ttft_pred, tpot_pred = predict(m, g)

@@ -41,17 +41,12 @@ class Row:
     comm_s: float
 
 
-def unit_machine(m: Machine) -> Machine:
-    """Efficiencies 1 and no fixed costs: compute_s x peak gives FLOPs per GPU."""
-    return replace(m, eff=Efficiency(1.0, 1.0))
-
-
 def rows_of(m: Machine, gs: list[Group]) -> list[Row]:
     """TTFT rows from the lowest concurrency (higher ones include queueing) and TPOT rows
     from every point with two or more tokens."""
     import numpy as np
 
-    unit = unit_machine(m)
+    unit = m.at_peak()  # efficiencies 1, no fixed costs: compute_s x peak gives FLOPs per GPU
     peak, bw = m.peak_flops, m.hw.bandwidth_bytes_per_s
     low = min((g.concurrency for g in gs), default=1)
     out = []

@@ -9,7 +9,6 @@ whose `detail` is one line.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -112,10 +111,9 @@ def create_app() -> FastAPI:
     @app.get("/api/gpus")
     def api_gpus() -> JSONResponse:
         """Exactly `ridgeline gpus --json`."""
-        from ridgeline.hardware import catalogue
+        from ridgeline.describe import describe_gpus
 
-        entries = catalogue()
-        return JSONResponse({n: asdict(a) | {"ridge": a.ridge("bf16")} for n, a in entries.items()})
+        return JSONResponse(describe_gpus())
 
     @app.get("/api/models")
     def api_models() -> JSONResponse:

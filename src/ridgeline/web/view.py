@@ -7,11 +7,12 @@ from functools import lru_cache
 from typing import Any
 
 from ridgeline.errors import unknown_name
-from ridgeline.estimate import build_machine, estimate
+from ridgeline.estimate import build_machine, estimate_on
 from ridgeline.ledger import pass_work
 from ridgeline.models import catalogue_names
 from ridgeline.points import attainable_flops
 from ridgeline.request import compute_bound_tokens, decode_step
+from ridgeline.roofline import Machine
 
 # The chart's roofs are drawn between these intensities (FLOPs per byte); the page clips.
 INTENSITY_MIN = 1e-2
@@ -45,19 +46,14 @@ def check_model(name: str) -> str:
 
 
 @lru_cache(maxsize=512)
+def machine(s: State) -> Machine:
+    return build_machine(check_model(s.model), s.gpu, s.weights, s.maths, tp=s.tp, preset=s.preset)
+
+
+@lru_cache(maxsize=512)
 def estimate_dict(s: State) -> dict[str, Any]:
     """Exactly `ridgeline estimate --json` for this state."""
-    return estimate(
-        check_model(s.model),
-        s.gpu,
-        s.weights,
-        s.prompt,
-        s.output,
-        s.batch,
-        s.tp,
-        preset=s.preset,
-        maths=s.maths,
-    ).to_dict()
+    return estimate_on(machine(s), s.prompt, s.output, s.batch, preset=s.preset).to_dict()
 
 
 def _point(m: Any, phase: dict[str, Any]) -> dict[str, Any]:
@@ -70,9 +66,8 @@ def roofline_dict(s: State) -> dict[str, Any]:
     """The chart for this state: the accelerator's roof at 100% (its ridge), the roof
     the preset's efficiencies reach, and where the prefill and the first decode step sit."""
     e = estimate_dict(s)
-    model = check_model(s.model)
-    m = build_machine(model, s.gpu, s.weights, s.maths, tp=s.tp, preset=s.preset)
-    ideal = build_machine(model, s.gpu, s.weights, s.maths, tp=s.tp, preset="ideal")
+    m = machine(s)
+    ideal = m.at_peak()
     prefill_work = pass_work(m.arch, m.prec, s.prompt, 0, s.batch)
     return {
         "peak_flops": m.peak_flops,
