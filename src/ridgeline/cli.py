@@ -221,17 +221,12 @@ def entry() -> None:
 def _register_faces() -> None:
     """Each face (simulator, measurement, web lesson) adds its own commands from its
     package's `commands` module, which imports nothing heavy at start-up."""
-    import importlib
+    from ridgeline.measure import commands as measure
+    from ridgeline.simulate import commands as simulate
+    from ridgeline.web import commands as web
 
-    for face in ("simulate", "measure", "web"):
-        name = f"ridgeline.{face}.commands"
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name in (name, f"ridgeline.{face}"):
-                continue
-            raise
-        module.register(app)
+    for face in (simulate, measure, web):
+        face.register(app)
 
 
 _register_faces()
