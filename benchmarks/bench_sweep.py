@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from ridgeline.estimate import build_machine
+from ridgeline.predict import build_machine
 from ridgeline.sweep import decode_grid
 
 

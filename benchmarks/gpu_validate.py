@@ -36,8 +36,8 @@ import torch
 import torch.nn.functional as F
 
 from ridgeline.architecture import Architecture
-from ridgeline.estimate import build_machine
 from ridgeline.models import get_model
+from ridgeline.predict import build_machine
 from ridgeline.request import decode_step, prefill_step
 
 

@@ -10,13 +10,13 @@ import pytest
 
 from conftest import DATA, cli_json, run_cli
 from ridgeline import RidgelineError, estimate
-from ridgeline.estimate import build_machine
 from ridgeline.ledger import distinct_experts, kv_bytes, kv_bytes_per_token, pass_work
 from ridgeline.memory import plan
 from ridgeline.models import get_model
 from ridgeline.operators import operator_rows
 from ridgeline.parallel import make_parallel
 from ridgeline.precision import Precision
+from ridgeline.predict import build_machine
 from ridgeline.request import decode_step
 from ridgeline.sweep import decode_grid
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from ridgeline import RidgelineError, estimate
-from ridgeline.estimate import build_machine
 from ridgeline.hardware import get_accelerator
 from ridgeline.ledger import attended_pairs, cached_tokens, kv_bytes_per_token, pass_work
 from ridgeline.models import get_model
 from ridgeline.precision import make_precision, weight_bits
+from ridgeline.predict import build_machine
 from ridgeline.request import decode_step
 
 L, D, P8 = 32, 4096, 8_030_261_248  # Llama 3.1 8B: layers, hidden, parameters by hand

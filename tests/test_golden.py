@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from ridgeline import estimate
-from ridgeline.estimate import build_machine
 from ridgeline.ledger import (
     TRAINING_BYTES_PER_PARAM,
     kv_bytes,
@@ -24,6 +23,7 @@ from ridgeline.ledger import (
 from ridgeline.memory import plan
 from ridgeline.models import get_model
 from ridgeline.parallel import make_parallel
+from ridgeline.predict import build_machine
 from ridgeline.request import compute_bound_tokens, decode_step, prefill_step
 
 GOLDEN = Path(__file__).parent / "data" / "golden" / "seed_cases.csv"

@@ -13,7 +13,6 @@ import pytest
 from conftest import run_cli
 from ridgeline import metrics
 from ridgeline.calibration import Calibration, load_calibration
-from ridgeline.estimate import build_machine
 from ridgeline.measure.client import Stream
 from ridgeline.measure.compare import Group, predict
 from ridgeline.measure.fit import fit
@@ -21,6 +20,7 @@ from ridgeline.measure.records import build, output_tokens_from
 from ridgeline.measure.sse import MalformedStream, SseParser, interpret
 from ridgeline.measure.tokens import Tokenizer
 from ridgeline.measure.workload import Point, arrival_gaps_s, exact_prompt, grid
+from ridgeline.predict import build_machine
 
 # --- SSE ----------------------------------------------------------------------------------
 

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ridgeline import estimate
-from ridgeline.estimate import build_machine
 from ridgeline.hardware import builtin_catalogue
+from ridgeline.predict import build_machine
 from ridgeline.request import decode_step
 
 prompts = st.integers(min_value=1, max_value=60_000)

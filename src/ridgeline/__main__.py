@@ -1,3 +1,3 @@
-from ridgeline.cli import entry
+from ridgeline._entry import entry
 
 entry()

@@ -29,26 +29,65 @@ def package_names(folder: str, suffix: str) -> list[str]:
     return sorted(p.name[: -len(suffix)] for p in root.iterdir() if p.name.endswith(suffix))
 
 
+# A user's data file (accelerators, calibration, a model's config) is a few kilobytes; a
+# records file or trace can be large, and its readers stream it line by line instead.
+MAX_DATA_FILE_BYTES = 16 * 1024 * 1024
+
+
+def dumps(data: Any, indent: int | None = 2) -> str:
+    """JSON as ridgeline writes it: strict, so a NaN or an infinity fails loudly here
+    instead of reaching a reader as something that is not JSON."""
+    return json.dumps(data, indent=indent, allow_nan=False, separators=None if indent else (",", ":"))
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def loads_json(text: str | bytes) -> Any:
+    """Strict JSON: NaN and Infinity are refused; nesting too deep to be data is refused
+    (Python's parser would otherwise die of RecursionError)."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def parse(text: str, where: str) -> dict[str, Any]:
     """Parse TOML or JSON (by the name's suffix), with one clear line on failure."""
     try:
-        data = json.loads(text) if where.endswith(".json") else tomllib.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        data = loads_json(text) if where.endswith(".json") else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError, RecursionError) as exc:
         raise RidgelineError(f"cannot parse {where}: {exc}; fix the file's syntax") from None
     if not isinstance(data, dict):
         raise RidgelineError(f"{where} must hold a table/object at the top level")
     return data
 
 
-def read_user_file(path: str | Path) -> dict[str, Any]:
+def read_user_text(path: str | Path, limit_bytes: int = MAX_DATA_FILE_BYTES) -> str:
+    """A user's text file, UTF-8, at most `limit_bytes` (a device such as /dev/zero or a
+    huge file is refused after that many bytes, not read until memory runs out)."""
     p = Path(path).expanduser()
     try:
-        text = p.read_text(encoding="utf-8")
+        if p.is_dir():
+            raise RidgelineError(f"{str(p)!r} is a folder; give a file")
+        with p.open("rb") as handle:
+            raw = handle.read(limit_bytes + 1)
     except FileNotFoundError:
-        raise RidgelineError(f"file not found: {p}; check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RidgelineError(f"cannot read {p}: {exc}") from None
-    return parse(text, str(p))
+        raise RidgelineError(f"file not found: {str(p)!r}; check the path") from None
+    except OSError as exc:
+        raise RidgelineError(f"cannot read {str(p)!r}: {exc.strerror or exc}") from None
+    if len(raw) > limit_bytes:
+        raise RidgelineError(f"{str(p)!r} is larger than {limit_bytes // 2**20} MiB; is it the right file?")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RidgelineError(f"{str(p)!r} is not UTF-8 text; is it the right file?") from None
+
+
+def read_user_file(path: str | Path) -> dict[str, Any]:
+    text = read_user_text(path)
+    return parse(text, str(Path(path).expanduser()))
 
 
 def config_dir() -> Path:

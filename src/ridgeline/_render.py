@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ridgeline._format import seconds, si
-from ridgeline.estimate import Estimate
+from ridgeline.predict import Estimate
 
 console = Console(highlight=False)
 if not console.is_terminal:  # pipes and files: wide enough that tables keep their names whole

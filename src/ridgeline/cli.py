@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import asdict, is_dataclass
 from typing import Any, Optional
@@ -36,9 +35,12 @@ JSON = typer.Option(False, "--json", help="Print JSON with stable keys instead o
 
 
 def emit_json(data: Any) -> None:
+    """Strict JSON on stdout: a NaN or an infinity is a bug, and fails here."""
+    from ridgeline._files import dumps
+
     if is_dataclass(data) and not isinstance(data, type):
         data = asdict(data)
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    sys.stdout.write(dumps(data) + "\n")
 
 
 @app.command()
@@ -71,8 +73,8 @@ def estimate(
     as_json: bool = JSON,
 ) -> None:
     """Predict one request: FLOPs, bytes, bound, TTFT, TPOT, memory fit, cost, and why."""
-    from ridgeline.estimate import build_machine, estimate_on
     from ridgeline.hardware import get_accelerator
+    from ridgeline.predict import build_machine, estimate_on
 
     hw = get_accelerator(gpu, gpu_file, peak_tflops, bandwidth_tbs, memory_gb)
     m = build_machine(
@@ -121,8 +123,9 @@ def ops_command(
     as_json: bool = JSON,
 ) -> None:
     """The per-operator ledger of a prefill and of the first decode step."""
-    from ridgeline.estimate import build_machine, check_size
+    from ridgeline.checks import check_size
     from ridgeline.ledger_view import ledger_view
+    from ridgeline.predict import build_machine
 
     check_size("--prompt", prompt)
     check_size("--batch", batch)
@@ -192,26 +195,91 @@ def models(
     _render.models(data if isinstance(data, list) else [data])
 
 
+def _finite_floats(command: Any) -> Any:
+    """Every float option of every command refuses NaN and infinity at parse time, with
+    one line naming the flag: no non-finite number a user types reaches the core."""
+    import math
+
+    from typer._click import types  # typer carries its own click
+
+    class FiniteFloat(types.ParamType):
+        name = "float"
+
+        def __init__(self, inner: types.ParamType) -> None:
+            self.inner = inner
+
+        def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+            x = self.inner.convert(value, param, ctx)
+            if isinstance(x, float) and not math.isfinite(x):
+                self.fail(f"{value!r} is not a finite number", param, ctx)
+            return x
+
+    for cmd in [command, *getattr(command, "commands", {}).values()]:
+        for param in cmd.params:
+            if isinstance(param.type, types.FloatParamType):
+                param.type = FiniteFloat(param.type)
+    return command
+
+
+def fail(message: object) -> None:
+    """One line on stderr, whatever the message holds."""
+    from ridgeline.checks import one_line
+
+    sys.stderr.write(f"ridgeline: error: {one_line(str(message))}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI: user mistakes become one line on stderr and exit status 2."""
-    from typer.exceptions import TyperException
+    """Run the CLI. A user's mistake is one line on stderr and status 2; an interrupt is
+    status 130 (SIGTERM: 143); anything else unforeseen is one line and status 1, never a
+    traceback."""
+    from typer._click import exceptions as click  # typer carries its own click
+    from typer.main import get_command
 
     try:
-        result = app(args=argv, standalone_mode=False, prog_name="ridgeline")
+        command = _finite_floats(get_command(app))
+        result = command.main(args=argv, standalone_mode=False, prog_name="ridgeline")
     except RidgelineError as exc:
-        sys.stderr.write(f"ridgeline: error: {exc}\n")
+        fail(exc)
         return 2
-    except TyperException as exc:
-        sys.stderr.write(f"ridgeline: error: {exc.format_message()} (see --help)\n")
+    except click.UsageError as exc:
+        fail(f"{exc.format_message()} (see --help)")
         return 2
     except typer.Exit as exc:
-        return exc.exit_code
+        return int(exc.exit_code or 0)
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("ridgeline: interrupted\n")
         return 130
+    except click.ClickException as exc:
+        fail(exc.format_message())
+        return 2
     except BrokenPipeError:
+        _quiet_stdout()
         return 0
+    except MemoryError:
+        fail("out of memory: ask for less (fewer requests, shorter contexts, a smaller sweep)")
+        return 1
+    except RecursionError:
+        fail("input nested too deeply to be data")
+        return 1
+    except OSError as exc:
+        fail(f"{exc.strerror or exc}" + (f": {exc.filename!r}" if exc.filename else ""))
+        return 1
+    except Exception as exc:  # a bug in ridgeline: say so in one line, not a traceback
+        fail(f"internal error ({type(exc).__name__}: {exc}); please report it with the command line")
+        return 1
     return result if isinstance(result, int) else 0
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe (`ridgeline ... | head`), point stdout at /dev/null so that
+    Python's own flush at exit does not complain."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def entry() -> None:

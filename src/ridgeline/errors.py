@@ -18,11 +18,6 @@ def unknown_name(kind: str, name: str, known: Iterable[str], listing: str) -> Ri
     import difflib
 
     names = sorted(known)
-    close = difflib.get_close_matches(name.lower(), names, n=3, cutoff=0.4)
+    close = difflib.get_close_matches(str(name).lower()[:200], names, n=3, cutoff=0.4)
     hint = f"did you mean {', '.join(close)}? " if close else ""
-    return RidgelineError(f"unknown {kind} '{name}': {hint}`{listing}` lists them")
-
-
-def require_positive(name: str, value: float, unit: str = "") -> None:
-    if not value > 0:
-        raise RidgelineError(f"{name} must be positive, got {value:g}{unit}")
+    return RidgelineError(f"unknown {kind} {name!r}: {hint}`{listing}` lists them")

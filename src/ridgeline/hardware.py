@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline import _files
-from ridgeline.errors import RidgelineError, require_positive, unknown_name
+from ridgeline.checks import check_number, check_positive
+from ridgeline.errors import RidgelineError, unknown_name
 
 
 @dataclass(frozen=True)
@@ -59,17 +60,19 @@ def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
         )
     except KeyError as exc:
         raise RidgelineError(
-            f"accelerator '{name}' in {where} lacks {exc.args[0]}: give peak_flops, "
+            f"accelerator {name!r} in {where} lacks {exc.args[0]}: give peak_flops, "
             "bandwidth_bytes_per_s and memory_bytes"
         ) from None
     except (TypeError, ValueError, AttributeError):
         raise RidgelineError(
-            f"accelerator '{name}' in {where} has a non-numeric value: numbers such as 989e12"
+            f"accelerator {name!r} in {where} has a non-numeric value: numbers such as 989e12"
         ) from None
     for dtype, peak in peaks.items():
-        require_positive(f"{name} peak_flops.{dtype}", peak)
-    require_positive(f"{name} bandwidth_bytes_per_s", acc.bandwidth_bytes_per_s)
-    require_positive(f"{name} memory_bytes", acc.memory_bytes)
+        check_positive(f"{name} peak_flops.{dtype}", peak)
+    check_positive(f"{name} bandwidth_bytes_per_s", acc.bandwidth_bytes_per_s)
+    check_positive(f"{name} memory_bytes", acc.memory_bytes)
+    check_number(f"{name} interconnect_bytes_per_s", acc.interconnect_bytes_per_s, lo=0.0)
+    check_number(f"{name} price_per_hour_usd", acc.price_per_hour_usd, lo=0.0)
     return acc
 
 
@@ -77,7 +80,7 @@ def _entries(data: dict[str, Any], where: str) -> dict[str, Accelerator]:
     out = {}
     for name, entry in data.items():
         if not isinstance(entry, dict):
-            raise RidgelineError(f"{where}: '{name}' must be a table of fields, see data/gpus.toml")
+            raise RidgelineError(f"{where}: {name!r} must be a table of fields, see data/gpus.toml")
         out[name] = _from_entry(name, entry, where)
     return out
 
@@ -113,19 +116,19 @@ def get_accelerator(
 ) -> Accelerator:
     """One accelerator by name, with optional one-off overrides in TFLOP/s, TB/s and GB."""
     gpus = catalogue(gpu_file)
-    key = name.lower()
+    key = str(name).lower()
     if key not in gpus:
         raise unknown_name("GPU", name, gpus, "ridgeline gpus")
     acc = gpus[key]
     changes: dict[str, Any] = {}
     if peak_tflops is not None:
-        require_positive("--peak-tflops", peak_tflops)
+        check_positive("--peak-tflops", peak_tflops)
         changes["peak_flops"] = {**acc.peak_flops, "bf16": peak_tflops * 1e12}
     if bandwidth_tbs is not None:
-        require_positive("--bandwidth-tbs", bandwidth_tbs)
+        check_positive("--bandwidth-tbs", bandwidth_tbs)
         changes["bandwidth_bytes_per_s"] = bandwidth_tbs * 1e12
     if memory_gb is not None:
-        require_positive("--memory-gb", memory_gb)
+        check_positive("--memory-gb", memory_gb)
         changes["memory_bytes"] = memory_gb * 1e9
     if changes:
         from dataclasses import replace

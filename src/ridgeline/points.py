@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ridgeline.estimate import build_machine, check_size
+from ridgeline.checks import check_size
+from ridgeline.predict import build_machine
 from ridgeline.request import compute_bound_tokens, decode_step, prefill_step
 from ridgeline.roofline import Machine, StepTime
 

@@ -76,9 +76,9 @@ def _headers(lines: list[str], api_key: str | None) -> dict[str, str]:
 def _machine(records_path: str, model: str | None, gpu: str, weights: str | None, **kw: Any) -> Any:
     """The machine to predict with; the model defaults to the one the records name."""
     from ridgeline.errors import RidgelineError
-    from ridgeline.estimate import build_machine
     from ridgeline.metrics import read_records
     from ridgeline.models import get_model
+    from ridgeline.predict import build_machine
 
     recs = read_records(records_path)
     if model is None:

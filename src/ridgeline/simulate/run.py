@@ -10,7 +10,7 @@ from typing import Any
 from ridgeline import metrics
 from ridgeline.calibration import Calibration
 from ridgeline.errors import RidgelineError
-from ridgeline.estimate import build_machine
+from ridgeline.predict import build_machine
 from ridgeline.roofline import Machine
 from ridgeline.simulate import report
 from ridgeline.simulate.engine import Engine, EngineConfig

@@ -36,7 +36,7 @@ from markdown_it import MarkdownIt
 
 from ridgeline._format import seconds, si
 from ridgeline.errors import RidgelineError
-from ridgeline.estimate import Estimate
+from ridgeline.predict import Estimate
 from ridgeline.web.view import STATE_KEYS, State, estimate_dict, roofline_dict
 
 if sys.version_info >= (3, 11):

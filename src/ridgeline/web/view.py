@@ -7,10 +7,10 @@ from functools import lru_cache
 from typing import Any
 
 from ridgeline.errors import unknown_name
-from ridgeline.estimate import build_machine, estimate_on
 from ridgeline.ledger import pass_work
 from ridgeline.models import catalogue_names
 from ridgeline.points import attainable_flops
+from ridgeline.predict import build_machine, estimate_on
 from ridgeline.request import compute_bound_tokens, decode_step
 from ridgeline.roofline import Machine
 

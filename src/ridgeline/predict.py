@@ -12,6 +12,7 @@ from typing import Any
 
 from ridgeline.architecture import Architecture
 from ridgeline.calibration import Calibration, load_calibration
+from ridgeline.checks import check_size
 from ridgeline.cost import Cost, token_cost
 from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.explain import explain
@@ -110,13 +111,6 @@ class Estimate:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def check_size(name: str, value: Any, minimum: int = 1) -> int:
-    """Sizes are whole numbers of tokens or sequences, at least `minimum`."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise RidgelineError(f"{name} must be a whole number >= {minimum}, got {value!r}")
-    return value
 
 
 def build_machine(

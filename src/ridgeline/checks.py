@@ -1,0 +1,78 @@
+"""Checks on what a user gives: sizes, numbers and text, each refused in one line.
+
+Every float a user gives, in a flag or a file, must be finite and inside its range: a
+NaN or an infinity that slips through becomes a NaN in the output or a loop that never
+ends. Every message quotes the user's value with repr(), so a newline inside it cannot
+split the line.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ridgeline.errors import RidgelineError
+
+# Sizes beyond these are nonsense for any model or machine of this century, and would turn
+# exact integer sums into floats that silently lose their last digits.
+MAX_TOKENS = 1 << 40
+MAX_COUNT = 1 << 40
+
+
+def check_size(name: str, value: Any, minimum: int = 1, maximum: int = MAX_TOKENS) -> int:
+    """Sizes are whole numbers of tokens, sequences or GPUs in [minimum, maximum]."""
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise RidgelineError(f"{name} must be a whole number from {minimum} to {maximum:,}, got {value!r}")
+    return value
+
+
+def check_number(
+    name: str,
+    value: Any,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    hi_open: bool = False,
+    hint: str = "",
+) -> float:
+    """A finite real number inside [lo, hi] (or open at either end), as a float."""
+    try:
+        x = float(value) if not isinstance(value, (bool, str, bytes)) else math.nan
+    except (TypeError, ValueError, OverflowError):
+        x = math.nan
+    ok = math.isfinite(x)
+    if ok and lo is not None:
+        ok = x > lo if lo_open else x >= lo
+    if ok and hi is not None:
+        ok = x < hi if hi_open else x <= hi
+    if not ok:
+        wanted = describe_range(lo, hi, lo_open, hi_open)
+        raise RidgelineError(f"{name} must be {wanted}, got {value!r}{hint}")
+    return x
+
+
+def describe_range(lo: float | None, hi: float | None, lo_open: bool = False, hi_open: bool = False) -> str:
+    if lo is None and hi is None:
+        return "a finite number"
+    if hi is None:
+        return f"a finite number {'>' if lo_open else '>='} {lo:g}"
+    if lo is None:
+        return f"a finite number {'<' if hi_open else '<='} {hi:g}"
+    return f"a number in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+
+
+def check_positive(name: str, value: Any, hi: float | None = None, hint: str = "") -> float:
+    """A finite number above zero (and at most `hi`)."""
+    return check_number(name, value, lo=0.0, lo_open=True, hi=hi, hint=hint)
+
+
+def check_fraction(name: str, value: Any, *, zero_ok: bool = False) -> float:
+    """A share: (0, 1], or [0, 1] when zero is allowed."""
+    return check_number(name, value, lo=0.0, hi=1.0, lo_open=not zero_ok)
+
+
+def one_line(text: str, limit: int = 2000) -> str:
+    """A message as one printable line: control characters escaped, length capped."""
+    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    return out if len(out) <= limit else out[: limit - 1] + "…"
