@@ -33,6 +33,7 @@ class Work:
     weight_bytes: Num
     kv_read_bytes: Num
     kv_write_bytes: Num
+    expert_weight_bytes: Num = 0.0  # the routed experts' part of weight_bytes (MoE)
 
     @property
     def flops(self) -> Num:
@@ -88,11 +89,16 @@ def weights_read_bytes(arch: Architecture, prec: Precision, tokens: Num) -> Num:
     """Weight bytes one pass reads: all of them for a dense model; for MoE the fixed part
     plus the experts that the step's tokens route to."""
     per_param = weight_bytes_per_param(arch, prec)
-    if not arch.is_moe:
-        return arch.parameters * per_param
     fixed = arch.parameters - arch.routed_expert_params
-    experts = arch.moe_layers * distinct_experts(arch, tokens) * arch.expert_params
-    return (fixed + experts) * per_param
+    return fixed * per_param + expert_bytes_read(arch, prec, tokens)
+
+
+def expert_bytes_read(arch: Architecture, prec: Precision, tokens: Num) -> Num:
+    """The routed experts' part of a pass's weight reads: the experts its tokens touch."""
+    if not arch.is_moe:
+        return 0.0 * tokens
+    per_param = weight_bytes_per_param(arch, prec)
+    return arch.moe_layers * distinct_experts(arch, tokens) * arch.expert_params * per_param
 
 
 def kv_bytes_per_token(arch: Architecture, prec: Precision) -> float:
@@ -134,6 +140,7 @@ def work_from_totals(
         weight_bytes=weights_read_bytes(arch, prec, tokens),
         kv_read_bytes=kv_per_layer * sum(n * c for n, c in cached),
         kv_write_bytes=kv_bytes_per_token(arch, prec) * tokens,
+        expert_weight_bytes=expert_bytes_read(arch, prec, tokens),
     )
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from ridgeline._num import Num
 from ridgeline.ledger import attended_pairs, cached_tokens, distinct_experts, weight_bytes_per_param
-from ridgeline.parallel import comm_bytes_per_gpu, comm_time_s, kv_share_per_gpu
+from ridgeline.parallel import comm_bytes_per_gpu, comm_time_s, gpu_share
 from ridgeline.roofline import Machine, StepTime
 
 LAUNCH_OVERHEAD_S = 30e-6  # per step: kernel launches with CUDA graphs, sampling, scheduling
@@ -39,16 +39,41 @@ class OpRow:
     intensity: float
     bound: str
     time_s: float
+    # one GPU's share of the time, by what it waits on, and its bytes
+    compute_s: float = 0.0
+    weight_s: float = 0.0
+    kv_s: float = 0.0
+    other_s: float = 0.0
+    weight_bytes_per_gpu: float = 0.0
+    kv_bytes_per_gpu: float = 0.0
 
 
 def _row(
-    m: Machine, name: str, flops: float, act_bytes: float, weight_bytes: float, kv_bytes: float = 0.0
+    m: Machine,
+    name: str,
+    flops: float,
+    act_bytes: float,
+    weight_bytes: float,
+    kv_bytes: float = 0.0,
+    experts: bool = False,
 ) -> OpRow:
-    par = m.par
-    gpus = par.tp * par.pp
-    stage_bytes = (weight_bytes + act_bytes) / gpus + kv_bytes * kv_share_per_gpu(m.arch, par)
-    compute_s = par.pp * flops / gpus / (m.eff.compute * m.peak_flops)
-    memory_s = par.pp * stage_bytes / (m.eff.bandwidth * m.hw.bandwidth_bytes_per_s)
+    """One operator under its own roofline, on one GPU's share (parallel.gpu_share);
+    `experts` marks the routed experts' weights, which split over the EP GPUs."""
+    share = gpu_share(
+        m.arch,
+        m.par,
+        flops=flops,
+        weight_bytes=weight_bytes,
+        expert_weight_bytes=weight_bytes if experts else 0.0,
+        kv_bytes=kv_bytes,
+        other_bytes=act_bytes,
+    )
+    compute_s = m.par.pp * share.flops / (m.eff.compute * m.peak_flops)
+    bandwidth = m.eff.bandwidth * m.hw.bandwidth_bytes_per_s
+    weight_s, kv_s, other_s = (
+        m.par.pp * b / bandwidth for b in (share.weight_bytes, share.kv_bytes, share.other_bytes)
+    )
+    memory_s = weight_s + kv_s + other_s
     total = weight_bytes + act_bytes + kv_bytes
     return OpRow(
         name=name,
@@ -59,6 +84,12 @@ def _row(
         intensity=flops / total if total else 0.0,
         bound="compute" if compute_s >= memory_s else "memory",
         time_s=max(compute_s, memory_s),
+        compute_s=compute_s,
+        weight_s=weight_s,
+        kv_s=kv_s,
+        other_s=other_s,
+        weight_bytes_per_gpu=share.weight_bytes,
+        kv_bytes_per_gpu=share.kv_bytes,
     )
 
 
@@ -145,6 +176,7 @@ def _moe_rows(m: Machine, t: float) -> list[OpRow]:
             2 * t * k * a.expert_params * layers,
             layers * t * k * (2 * h + 2 * a.expert_mlp) * act,
             layers * touched * a.expert_params * wb,
+            experts=True,
         ),
     ]
     if a.shared_expert_mlp:
@@ -171,16 +203,22 @@ def comm_row(m: Machine, tokens: int) -> OpRow | None:
 
 
 def per_op_step(m: Machine, new_tokens: int, context: Num = 0, batch: int = 1) -> StepTime:
-    """Time a pass by the per-op method: the rows' own times summed, plus launches."""
+    """Time a pass by the per-op method: the rows' own times summed, plus launches. The
+    split by what each row waits on: a compute-bound row's time is compute, a memory-bound
+    row's is its weight, KV and activation reads in proportion."""
     rows = operator_rows(m, new_tokens, int(context), batch)
     compute = sum(r.time_s for r in rows if r.bound == "compute")
-    memory = sum(r.time_s for r in rows if r.bound == "memory")
+    memory_rows = [r for r in rows if r.bound == "memory"]
     return StepTime(
         flops=sum(r.flops for r in rows),
         bytes=sum(r.bytes for r in rows),
         compute_s=compute,
-        memory_s=memory,
+        weight_s=sum(r.weight_s for r in memory_rows),
+        kv_s=sum(r.kv_s for r in memory_rows),
+        other_s=sum(r.other_s for r in memory_rows),
         comm_s=comm_time_s(m.arch, m.prec, m.hw, batch * new_tokens, m.par),
         overhead_s=m.eff.step_overhead_s + LAUNCH_OVERHEAD_S,
-        ops_s=compute + memory,
+        weight_bytes_per_gpu=sum(r.weight_bytes_per_gpu for r in rows),
+        kv_bytes_per_gpu=sum(r.kv_bytes_per_gpu for r in rows),
+        ops_s=compute + sum(r.time_s for r in memory_rows),
     )

@@ -73,13 +73,43 @@ def kv_share_per_gpu(arch: Architecture, par: Parallel) -> float:
     return max(arch.kv_heads, par.tp) / arch.kv_heads / par.tp / par.pp
 
 
-def weight_share_per_gpu(arch: Architecture, par: Parallel) -> float:
-    """Fraction of the weights each GPU holds. Experts split over ep (within the GPUs);
-    everything else over tp. Pipeline stages each hold 1/pp of the layers."""
-    if not arch.is_moe or par.ep == 1:
-        return 1.0 / (par.tp * par.pp)
-    experts = arch.routed_expert_params / arch.parameters
-    return ((1.0 - experts) / par.tp + experts / par.ep) / par.pp
+@dataclass(frozen=True)
+class GpuShare:
+    """One GPU's part of a pass: a GPU of one pipeline stage (the pass visits pp stages in
+    turn, so its time is pp times a stage's)."""
+
+    flops: Num
+    weight_bytes: Num
+    kv_bytes: Num
+    other_bytes: Num = 0.0  # activations, where a ledger counts them
+
+    @property
+    def bytes(self) -> Num:
+        return self.weight_bytes + self.kv_bytes + self.other_bytes
+
+
+def gpu_share(
+    arch: Architecture,
+    par: Parallel,
+    *,
+    flops: Num,
+    weight_bytes: Num,
+    expert_weight_bytes: Num = 0.0,
+    kv_bytes: Num = 0.0,
+    other_bytes: Num = 0.0,
+) -> GpuShare:
+    """The one place where work splits over GPUs. FLOPs, activations and the dense weights
+    split tp x pp ways; a MoE model's routed experts (`expert_weight_bytes`, part of
+    `weight_bytes`) split over ep GPUs (over tp without --ep); the KV cache splits by KV
+    heads (replicated beyond them, and the MLA latent sits on every TP rank)."""
+    gpus = par.tp * par.pp
+    expert_gpus = (par.ep if par.ep > 1 else par.tp) * par.pp
+    return GpuShare(
+        flops=flops / gpus,
+        weight_bytes=(weight_bytes - expert_weight_bytes) / gpus + expert_weight_bytes / expert_gpus,
+        kv_bytes=kv_bytes * kv_share_per_gpu(arch, par),
+        other_bytes=other_bytes / gpus,
+    )
 
 
 def comm_bytes_per_gpu(arch: Architecture, prec: Precision, tokens: Num, par: Parallel) -> Num:

@@ -12,10 +12,11 @@ from dataclasses import dataclass, replace
 
 from ridgeline._num import Num, maximum, where
 from ridgeline.architecture import Architecture
-from ridgeline.errors import RidgelineError, unknown_name
+from ridgeline.checks import check_efficiency
+from ridgeline.errors import unknown_name
 from ridgeline.hardware import Accelerator
 from ridgeline.ledger import Work
-from ridgeline.parallel import Parallel, comm_time_s, kv_share_per_gpu, weight_share_per_gpu
+from ridgeline.parallel import Parallel, comm_time_s, gpu_share
 from ridgeline.precision import Precision
 
 
@@ -44,9 +45,8 @@ def make_efficiency(
         base.compute if compute_eff is None else compute_eff,
         base.bandwidth if bandwidth_eff is None else bandwidth_eff,
     )
-    for flag, value in (("--compute-eff", eff.compute), ("--bandwidth-eff", eff.bandwidth)):
-        if not 0 < value <= 1:
-            raise RidgelineError(f"{flag} must lie in (0, 1], got {value:g}: it is a fraction of peak")
+    check_efficiency("--compute-eff", eff.compute)
+    check_efficiency("--bandwidth-eff", eff.bandwidth)
     return eff
 
 
@@ -81,15 +81,25 @@ class Machine:
 
 @dataclass(frozen=True)
 class StepTime:
-    """One pass timed. FLOPs and bytes are the whole model's; times are per GPU."""
+    """One pass priced on a deployment. FLOPs and bytes are the whole model's; the rest is
+    one GPU's (a GPU of one pipeline stage): its bytes, and its time split into compute,
+    weight reads, KV reads, other memory traffic, communication and fixed overhead."""
 
     flops: Num
     bytes: Num
     compute_s: Num
-    memory_s: Num
+    weight_s: Num
+    kv_s: Num
     comm_s: Num
     overhead_s: float = 0.0
+    other_s: Num = 0.0  # activations' traffic, which only the per-op ledger counts
+    weight_bytes_per_gpu: Num = 0.0
+    kv_bytes_per_gpu: Num = 0.0
     ops_s: Num | None = None  # per-op method: the sum of each operator's own roofline time
+
+    @property
+    def memory_s(self) -> Num:
+        return self.weight_s + self.kv_s + self.other_s
 
     @property
     def time_s(self) -> Num:
@@ -109,15 +119,23 @@ def time_work(work: Work, m: Machine) -> StepTime:
     """Time one pass on the machine. Each pipeline stage runs on its own GPUs in turn, so
     the pass takes pp stage times; each stage's GPU holds its share of the work."""
     par = m.par
-    stage_flops = work.flops / (par.tp * par.pp)
-    stage_bytes = work.weight_bytes * weight_share_per_gpu(m.arch, par) + (
-        work.kv_read_bytes + work.kv_write_bytes
-    ) * kv_share_per_gpu(m.arch, par)
+    share = gpu_share(
+        m.arch,
+        par,
+        flops=work.flops,
+        weight_bytes=work.weight_bytes,
+        expert_weight_bytes=work.expert_weight_bytes,
+        kv_bytes=work.kv_read_bytes + work.kv_write_bytes,
+    )
+    bandwidth = m.eff.bandwidth * m.hw.bandwidth_bytes_per_s
     return StepTime(
         flops=work.flops,
         bytes=work.bytes,
-        compute_s=par.pp * stage_flops / (m.eff.compute * m.peak_flops),
-        memory_s=par.pp * stage_bytes / (m.eff.bandwidth * m.hw.bandwidth_bytes_per_s),
+        compute_s=par.pp * share.flops / (m.eff.compute * m.peak_flops),
+        weight_s=par.pp * share.weight_bytes / bandwidth,
+        kv_s=par.pp * share.kv_bytes / bandwidth,
         comm_s=comm_time_s(m.arch, m.prec, m.hw, work.tokens, par),
         overhead_s=m.eff.step_overhead_s,
+        weight_bytes_per_gpu=share.weight_bytes,
+        kv_bytes_per_gpu=share.kv_bytes,
     )
