@@ -91,10 +91,17 @@ def roofline(r: dict[str, Any]) -> None:
     console.print(t)
 
 
+def name_column(t: Table, names: Any) -> None:
+    """The column a user types back: never cut short, whatever the terminal's width;
+    the other columns wrap instead."""
+    t.add_column("name", no_wrap=True, min_width=max((len(n) for n in names), default=4))
+
+
 def gpus(entries: dict[str, dict[str, Any]]) -> None:
     t = Table(show_edge=False)
-    for col in ("name", "bf16", "fp8", "bandwidth", "memory", "interconnect", "ridge", "$/h"):
-        t.add_column(col, justify="left" if col == "name" else "right")
+    name_column(t, entries)
+    for col in ("bf16", "fp8", "bandwidth", "memory", "interconnect", "ridge", "$/h"):
+        t.add_column(col, justify="right")
     for name, a in entries.items():
         fp8 = a["peak_flops"].get("fp8")
         t.add_row(
@@ -112,8 +119,8 @@ def gpus(entries: dict[str, dict[str, Any]]) -> None:
 
 def models(rows: list[dict[str, Any]]) -> None:
     t = Table(show_edge=False)
+    name_column(t, [r["name"] for r in rows])
     for col in (
-        "name",
         "family",
         "layers",
         "hidden",
@@ -124,7 +131,7 @@ def models(rows: list[dict[str, Any]]) -> None:
         "KV/token",
         "context",
     ):
-        t.add_column(col, justify="left" if col in ("name", "family") else "right")
+        t.add_column(col, justify="left" if col == "family" else "right")
     for r in rows:
         t.add_row(
             r["name"],

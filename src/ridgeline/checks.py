@@ -17,6 +17,14 @@ from ridgeline.errors import RidgelineError
 # exact integer sums into floats that silently lose their last digits.
 MAX_TOKENS = 1 << 40
 MAX_COUNT = 1 << 40
+# The slowest kernels still reach a ten-thousandth of peak; below that a time is not a
+# prediction but an overflow waiting to happen.
+MIN_EFFICIENCY = 1e-4
+MAX_PRICE_PER_HOUR_USD = 1e6
+# An accelerator's figures, from a phone to beyond any machine built: FLOP/s, bytes/s, bytes.
+PEAK_FLOPS_RANGE = (1e6, 1e21)
+BANDWIDTH_RANGE = (1e3, 1e18)
+MEMORY_RANGE = (1e6, 1e18)
 
 
 def check_size(name: str, value: Any, minimum: int = 1, maximum: int = MAX_TOKENS) -> int:
@@ -70,6 +78,15 @@ def check_positive(name: str, value: Any, hi: float | None = None, hint: str = "
 def check_fraction(name: str, value: Any, *, zero_ok: bool = False) -> float:
     """A share: (0, 1], or [0, 1] when zero is allowed."""
     return check_number(name, value, lo=0.0, hi=1.0, lo_open=not zero_ok)
+
+
+def check_efficiency(name: str, value: Any, hi: float = 1.0) -> float:
+    """A fraction of peak that a kernel reaches: [MIN_EFFICIENCY, 1]."""
+    return check_number(name, value, lo=MIN_EFFICIENCY, hi=hi, hint=": it is a fraction of peak")
+
+
+def check_price(name: str, value: Any) -> float:
+    return check_number(name, value, lo=0.0, hi=MAX_PRICE_PER_HOUR_USD, hint=" $ per GPU-hour")
 
 
 def one_line(text: str, limit: int = 2000) -> str:

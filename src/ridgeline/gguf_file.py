@@ -131,10 +131,12 @@ def read_gguf(path: Path) -> GgufSummary:
                 elements[kind.name] += n
                 nbytes[kind.name] += n // block * block_bytes
                 names.add(name)
-    except (OSError, ValueError, struct.error, KeyError) as exc:
-        raise RidgelineError(f"{path} is not a readable GGUF file ({exc}); check the file") from None
-    if not elements:
-        raise RidgelineError(f"{path} holds no tensors; is it a vocabulary-only GGUF?")
+    except (OSError, ValueError, struct.error, KeyError, OverflowError, RecursionError) as exc:
+        raise RidgelineError(f"{str(path)!r} is not a readable GGUF file ({exc}); check the file") from None
+    if sum(elements.values()) == 0:
+        raise RidgelineError(
+            f"{str(path)!r} holds no weights (no tensors, or only empty ones); check the file"
+        )
     return GgufSummary(metadata, dict(elements), dict(nbytes), frozenset(names))
 
 

@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline import _files
-from ridgeline.checks import check_number, check_positive
+from ridgeline.checks import (
+    BANDWIDTH_RANGE,
+    MEMORY_RANGE,
+    PEAK_FLOPS_RANGE,
+    check_number,
+    check_price,
+)
 from ridgeline.errors import RidgelineError, unknown_name
 
 
@@ -67,13 +73,23 @@ def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
         raise RidgelineError(
             f"accelerator {name!r} in {where} has a non-numeric value: numbers such as 989e12"
         ) from None
-    for dtype, peak in peaks.items():
-        check_positive(f"{name} peak_flops.{dtype}", peak)
-    check_positive(f"{name} bandwidth_bytes_per_s", acc.bandwidth_bytes_per_s)
-    check_positive(f"{name} memory_bytes", acc.memory_bytes)
-    check_number(f"{name} interconnect_bytes_per_s", acc.interconnect_bytes_per_s, lo=0.0)
-    check_number(f"{name} price_per_hour_usd", acc.price_per_hour_usd, lo=0.0)
+    check_accelerator(acc)
     return acc
+
+
+def check_accelerator(acc: Accelerator) -> None:
+    """Every figure finite and inside what any accelerator could have."""
+    name = acc.name
+    for dtype, peak in acc.peak_flops.items():
+        _within(f"{name} peak_flops.{dtype}", peak, PEAK_FLOPS_RANGE)
+    _within(f"{name} bandwidth_bytes_per_s", acc.bandwidth_bytes_per_s, BANDWIDTH_RANGE)
+    _within(f"{name} memory_bytes", acc.memory_bytes, MEMORY_RANGE)
+    _within(f"{name} interconnect_bytes_per_s", acc.interconnect_bytes_per_s, (0.0, BANDWIDTH_RANGE[1]))
+    check_price(f"{name} price_per_hour_usd", acc.price_per_hour_usd)
+
+
+def _within(name: str, value: float, bounds: tuple[float, float], scale: float = 1.0) -> float:
+    return check_number(name, value, lo=bounds[0] / scale, hi=bounds[1] / scale)
 
 
 def _entries(data: dict[str, Any], where: str) -> dict[str, Accelerator]:
@@ -122,16 +138,17 @@ def get_accelerator(
     acc = gpus[key]
     changes: dict[str, Any] = {}
     if peak_tflops is not None:
-        check_positive("--peak-tflops", peak_tflops)
+        _within("--peak-tflops", peak_tflops, PEAK_FLOPS_RANGE, 1e12)
         changes["peak_flops"] = {**acc.peak_flops, "bf16": peak_tflops * 1e12}
     if bandwidth_tbs is not None:
-        check_positive("--bandwidth-tbs", bandwidth_tbs)
+        _within("--bandwidth-tbs", bandwidth_tbs, BANDWIDTH_RANGE, 1e12)
         changes["bandwidth_bytes_per_s"] = bandwidth_tbs * 1e12
     if memory_gb is not None:
-        check_positive("--memory-gb", memory_gb)
+        _within("--memory-gb", memory_gb, MEMORY_RANGE, 1e9)
         changes["memory_bytes"] = memory_gb * 1e9
     if changes:
         from dataclasses import replace
 
         acc = replace(acc, **changes, source=f"{acc.source} (overridden on the command line)")
+        check_accelerator(acc)
     return acc

@@ -19,22 +19,53 @@ MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "deepseek_v2", "deepseek_
 SUPPORTED = sorted(DENSE | MOE)
 
 
-def _need(cfg: dict[str, Any], key: str, where: str) -> Any:
+MAX_FIELD = (1 << 31) - 1  # no real model has a dimension, count or context beyond this
+
+
+def _need(cfg: dict[str, Any], key: str, where: str) -> int:
     if key not in cfg or cfg[key] is None:
-        raise RidgelineError(f"{where} lacks '{key}', which a {cfg.get('model_type')} config needs")
-    return cfg[key]
+        raise RidgelineError(f"{where} lacks {key!r}, which a {cfg.get('model_type')} config needs")
+    return _int(cfg, key, where)
 
 
-def _windows(cfg: dict[str, Any], family: str, layers: int) -> tuple[int, ...]:
-    window = int(cfg.get("sliding_window") or 0)
+def _int(cfg: dict[str, Any], key: str, where: str, default: int = 0) -> int:
+    """A whole-number field in [0, 2^31): JSON ints, or floats with no fraction."""
+    value = cfg.get(key)
+    if value is None:
+        return default
+    ok = isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(value, float) and value.is_integer():
+        ok, value = True, int(value)
+    if not ok or not 0 <= value <= MAX_FIELD:
+        raise RidgelineError(f"{where}: {key} must be a whole number from 0 to {MAX_FIELD:,}, got {value!r}")
+    return int(value)
+
+
+def _req(cfg: dict[str, Any], key: str, where: str) -> int:
+    if cfg.get(key) is None:
+        raise KeyError(key)
+    return _int(cfg, key, where)
+
+
+def _list(cfg: dict[str, Any], key: str, where: str) -> list[Any]:
+    value = cfg.get(key) or []
+    if not isinstance(value, list):
+        raise RidgelineError(f"{where}: {key} must be a list, got {value!r:.80}")
+    return value
+
+
+def _windows(cfg: dict[str, Any], family: str, layers: int, where: str) -> tuple[int, ...]:
+    window = _int(cfg, "sliding_window", where)
     if not window:
         return ()
     if types := cfg.get("layer_types"):
+        if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+            raise RidgelineError(f"{where}: layer_types must be a list of strings, got {types!r:.80}")
         return tuple(window if t == "sliding_attention" else 0 for t in types)
     if family == "gemma2":
         return tuple(window if i % 2 == 0 else 0 for i in range(layers))
     if family in ("gemma3", "gemma3_text"):
-        pattern = int(cfg.get("sliding_window_pattern") or 6)
+        pattern = _int(cfg, "sliding_window_pattern", where) or 6
         return tuple(0 if (i + 1) % pattern == 0 else window for i in range(layers))
     if family in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe") and not cfg.get("use_sliding_window"):
         return ()
@@ -45,21 +76,25 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
     """Build an Architecture from a parsed config.json; one clear error on bad input."""
     if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers (Gemma 3)
         cfg = {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", "gemma3")}
+    if not isinstance(cfg.get("model_type", ""), str):
+        raise RidgelineError(f"{where}: model_type must be a string, got {cfg.get('model_type')!r:.80}")
     family = str(cfg.get("model_type", "")).lower()
     if family not in DENSE | MOE:
         raise RidgelineError(
-            f"unknown architecture '{family or '(no model_type)'}' in {where}: "
+            f"unknown architecture {family or '(no model_type)'!r:.80} in {where}: "
             f"supported model_type values are {', '.join(SUPPORTED)}"
         )
     try:
         layers = int(_need(cfg, "num_hidden_layers", where))
         hidden = int(_need(cfg, "hidden_size", where))
         heads = int(_need(cfg, "num_attention_heads", where))
-        kv_heads = int(cfg.get("num_key_value_heads") or heads)
-        head_dim = int(cfg.get("head_dim") or hidden // heads)
+        if heads == 0:
+            raise RidgelineError(f"{where}: num_attention_heads must be a positive integer, got 0")
+        kv_heads = _int(cfg, "num_key_value_heads", where) or heads
+        head_dim = _int(cfg, "head_dim", where) or hidden // heads
         vocab = int(_need(cfg, "vocab_size", where))
-        mlp = int(cfg.get("intermediate_size") or 0)
-        context = int(cfg.get("max_position_embeddings") or 0)
+        mlp = _int(cfg, "intermediate_size", where)
+        context = _int(cfg, "max_position_embeddings", where)
         fields: dict[str, Any] = {}
         if family in ("gemma2", "gemma3", "gemma3_text"):
             fields["norms_per_layer"] = 4
@@ -68,18 +103,18 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
         if family in ("qwen2", "qwen2_moe") or cfg.get("attention_bias"):
             fields["attention_bias"] = True
         if family == "mixtral":
-            fields.update(experts=int(cfg["num_local_experts"]), expert_mlp=mlp)
+            fields.update(experts=_req(cfg, "num_local_experts", where), expert_mlp=mlp)
         elif family in ("qwen2_moe", "qwen3_moe"):
             fields.update(
-                experts=int(cfg["num_experts"]),
-                expert_mlp=int(cfg["moe_intermediate_size"]),
-                shared_expert_mlp=int(cfg.get("shared_expert_intermediate_size") or 0),
+                experts=_req(cfg, "num_experts", where),
+                expert_mlp=_req(cfg, "moe_intermediate_size", where),
+                shared_expert_mlp=_int(cfg, "shared_expert_intermediate_size", where),
                 shared_expert_gate=bool(cfg.get("shared_expert_intermediate_size")),
-                dense_layers=len(cfg.get("mlp_only_layers") or []),
+                dense_layers=len(_list(cfg, "mlp_only_layers", where)),
             )
         elif family == "gpt_oss":
             fields.update(
-                experts=int(cfg["num_local_experts"]),
+                experts=_req(cfg, "num_local_experts", where),
                 expert_mlp=mlp,
                 expert_bias=True,
                 router_bias=True,
@@ -87,27 +122,27 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
                 attention_sinks=True,
             )
         elif family in ("deepseek_v2", "deepseek_v3"):
-            shared = int(cfg.get("n_shared_experts") or 0)
-            moe_mlp = int(cfg["moe_intermediate_size"])
+            shared = _int(cfg, "n_shared_experts", where)
+            moe_mlp = _req(cfg, "moe_intermediate_size", where)
             fields.update(
-                experts=int(cfg["n_routed_experts"]),
+                experts=_req(cfg, "n_routed_experts", where),
                 expert_mlp=moe_mlp,
                 shared_expert_mlp=shared * moe_mlp,
                 router_bias=family == "deepseek_v3",
-                dense_layers=int(cfg.get("first_k_dense_replace") or 0),
-                q_lora_rank=int(cfg.get("q_lora_rank") or 0),
-                kv_lora_rank=int(cfg["kv_lora_rank"]),
-                qk_nope_head_dim=int(cfg["qk_nope_head_dim"]),
-                qk_rope_head_dim=int(cfg["qk_rope_head_dim"]),
-                v_head_dim=int(cfg["v_head_dim"]),
+                dense_layers=_int(cfg, "first_k_dense_replace", where),
+                q_lora_rank=_int(cfg, "q_lora_rank", where),
+                kv_lora_rank=_req(cfg, "kv_lora_rank", where),
+                qk_nope_head_dim=_req(cfg, "qk_nope_head_dim", where),
+                qk_rope_head_dim=_req(cfg, "qk_rope_head_dim", where),
+                v_head_dim=_req(cfg, "v_head_dim", where),
             )
-            head_dim = int(cfg["qk_nope_head_dim"]) + int(cfg["qk_rope_head_dim"])
+            head_dim = _req(cfg, "qk_nope_head_dim", where) + _req(cfg, "qk_rope_head_dim", where)
         if family in MOE:
-            fields["experts_per_token"] = int(
-                cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0
+            fields["experts_per_token"] = _int(cfg, "num_experts_per_tok", where) or _int(
+                cfg, "experts_per_token", where
             )
     except KeyError as exc:
-        raise RidgelineError(f"{where} lacks '{exc.args[0]}', which a {family} config needs") from None
+        raise RidgelineError(f"{where} lacks {exc.args[0]!r}, which a {family} config needs") from None
     except RidgelineError:
         raise
     except (TypeError, ValueError):
@@ -124,7 +159,7 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
         vocab=vocab,
         tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
         max_context=context,
-        windows=_windows(cfg, family, layers),
+        windows=_windows(cfg, family, layers, where),
         **fields,
     )
     validate(arch, where)

@@ -9,10 +9,11 @@ lesson's "fitting is not enough".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from ridgeline.ledger import kv_bytes, kv_bytes_per_token, model_weight_bytes
-from ridgeline.parallel import Parallel, kv_share_per_gpu, make_parallel, weight_share_per_gpu
+from ridgeline.ledger import kv_bytes, kv_bytes_per_token, model_weight_bytes, weight_bytes_per_param
+from ridgeline.parallel import Parallel, gpu_share, kv_share_per_gpu, make_parallel
 from ridgeline.precision import Precision
 from ridgeline.roofline import Machine
 
@@ -61,6 +62,17 @@ class MemoryPlan:
         return self.suggestions[0] if self.suggestions else None
 
 
+def stored_weight_bytes_per_gpu(m: Machine) -> float:
+    """Every weight the model stores (all experts, not only those a step reads), split as a
+    pass splits them."""
+    a = m.arch
+    expert_bytes = a.routed_expert_params * weight_bytes_per_param(a, m.prec)
+    share = gpu_share(
+        a, m.par, flops=0.0, weight_bytes=model_weight_bytes(a, m.prec), expert_weight_bytes=expert_bytes
+    )
+    return float(share.weight_bytes)
+
+
 def activation_bytes_per_gpu(m: Machine, tokens: int) -> float:
     """Peak activations of one pass: the residual stream, attention and MLP
     intermediates of a chunk of tokens, split by TP, plus fp32 logits of its last tokens."""
@@ -82,7 +94,7 @@ def plan(
     weights = model_weight_bytes(a, m.prec)
     kv_seq = float(kv_bytes(a, m.prec, context))
     kv_gpu_seq = kv_seq * kv_share_per_gpu(a, par)
-    w_gpu = weights * weight_share_per_gpu(a, par)
+    w_gpu = stored_weight_bytes_per_gpu(m)
     capacity = m.hw.memory_bytes
     usable = capacity * utilization
 
@@ -96,9 +108,7 @@ def plan(
     act = activations(batch)
     total_gpu = total(batch)
     room = usable - w_gpu - act - overhead_bytes
-    max_batch = max(int(room // kv_gpu_seq), 0) if kv_gpu_seq > 0 else 0
-    while max_batch > 0 and total(max_batch) > usable:  # a bigger batch also needs more activations
-        max_batch -= 1
+    max_batch = _largest(lambda b: total(b) <= usable, int(room // kv_gpu_seq) if kv_gpu_seq > 0 else 0)
     per_token_gpu = kv_bytes_per_token(a, m.prec) * kv_share_per_gpu(a, par)
     max_context = _max_context(m, batch, room, per_token_gpu)
     fits = total_gpu <= usable
@@ -118,6 +128,20 @@ def plan(
     if suggest and not result.serves:
         result = replace(result, suggestions=suggestions(m, context, batch, utilization, overhead_bytes))
     return result
+
+
+def _largest(ok: Callable[[int], bool], hi: int) -> int:
+    """The largest b in [0, hi] with ok(b), for ok true up to a point and false after
+    (a bigger batch needs more KV and more activations): bisection, not a countdown."""
+    lo = 0
+    hi = max(hi, 0)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _max_context(m: Machine, batch: int, room: float, per_token_gpu: float) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ridgeline.architecture import Architecture
 from ridgeline.calibration import Calibration, load_calibration
-from ridgeline.checks import check_size
+from ridgeline.checks import check_efficiency, check_price, check_size
 from ridgeline.cost import Cost, token_cost
 from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.explain import explain
@@ -153,6 +153,9 @@ def build_machine(
             compute=fitted.compute if compute_eff is None else eff.compute,
             bandwidth=fitted.bandwidth if bandwidth_eff is None else eff.bandwidth,
         )
+        # A measured rate may beat a catalogue's peak a little; it cannot be nothing.
+        check_efficiency("the calibration's compute efficiency", eff.compute, hi=10.0)
+        check_efficiency("the calibration's bandwidth efficiency", eff.bandwidth, hi=10.0)
     if method not in METHODS:
         raise unknown_name("timing method", method, METHODS, "ridgeline estimate --help")
     return Machine(arch, prec, hw, par, eff, method)
@@ -201,8 +204,7 @@ def estimate_on(
             f"{m.arch.max_context:,}: shorten --prompt or --output"
         )
     price = m.hw.price_per_hour_usd if price_per_gpu_hour is None else price_per_gpu_hour
-    if price < 0:
-        raise RidgelineError(f"--price must not be negative, got {price:g}")
+    price = check_price("--price", price)
     return assemble(m, prompt, output, batch, price, preset)
 
 
