@@ -37,7 +37,7 @@ LESSON_TITLES = [
 
 @pytest.fixture(scope="module")
 def client() -> TestClient:
-    return TestClient(create_app())
+    return TestClient(create_app(allowed_hosts={"testserver"}))  # TestClient's Host header
 
 
 def as_json(data: object) -> object:

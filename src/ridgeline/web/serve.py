@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import sys
 import threading
 import webbrowser
 
 from ridgeline.errors import RidgelineError
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+from ridgeline.web.hosts import allowed_hosts, is_loopback
 
 
 def url_for(host: str, port: int) -> str:
@@ -57,4 +48,5 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False)
         print(f"ridgeline web: listening on {host}, so other machines can reach it", file=sys.stderr)
     if open_browser:
         threading.Timer(1.0, webbrowser.open, args=(url,)).start()
-    uvicorn.run(create_app(), host=host, port=port, log_level="warning")
+    app = create_app(allowed_hosts=allowed_hosts(host, port))
+    uvicorn.run(app, host=host, port=port, log_level="warning")
