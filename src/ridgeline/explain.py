@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ridgeline.ledger import kv_bytes, model_weight_bytes
 from ridgeline.memory import MemoryPlan
 from ridgeline.precision import Precision
 from ridgeline.request import Timeline, decode_step
@@ -27,9 +26,9 @@ def explain(m: Machine, t: Timeline, mem: MemoryPlan, prompt: int, batch: int) -
         f"{t.prefill.bound}-bound on {gpu}, so TTFT {t.ttft_s * 1e3:,.1f} ms answers to "
         + ("arithmetic." if t.prefill.bound == "compute" else "memory bandwidth."),
     ]
-    d = t.first_decode
-    weights = model_weight_bytes(m.arch, m.prec) / m.par.gpus
-    kv = batch * float(kv_bytes(m.arch, m.prec, prompt)) / m.par.gpus
+    d = t.first_decode  # the figures below are the step's own, one GPU's share
+    weights = float(d.weight_bytes_per_gpu)
+    kv = float(d.kv_bytes_per_gpu)
     lines.append(
         f"Decode at batch {batch} does {_side(d, m)}: {d.bound}-bound; each step reads "
         f"{weights / 1e9:,.2f} GB of weights and {kv / 1e9:,.2f} GB of KV cache per GPU, "

@@ -28,6 +28,9 @@ from ridgeline.roofline import METHODS, Machine, StepTime, make_efficiency
 
 @dataclass(frozen=True)
 class Phase:
+    """One pass as the step price gave it: the whole model's FLOPs and bytes, and one
+    GPU's bytes and time by what it waits on."""
+
     flops: float
     bytes: float
     intensity: float
@@ -36,18 +39,28 @@ class Phase:
     compute_s: float
     memory_s: float
     comm_s: float
+    weight_s: float
+    kv_s: float
+    overhead_s: float
+    weight_bytes_per_gpu: float
+    kv_bytes_per_gpu: float
 
     @classmethod
     def of(cls, step: StepTime) -> Phase:
         return cls(
-            float(step.flops),
-            float(step.bytes),
-            float(step.intensity),
-            str(step.bound),
-            float(step.time_s),
-            float(step.compute_s),
-            float(step.memory_s),
-            float(step.comm_s),
+            flops=float(step.flops),
+            bytes=float(step.bytes),
+            intensity=float(step.intensity),
+            bound=str(step.bound),
+            time_s=float(step.time_s),
+            compute_s=float(step.compute_s),
+            memory_s=float(step.memory_s),
+            comm_s=float(step.comm_s),
+            weight_s=float(step.weight_s),
+            kv_s=float(step.kv_s),
+            overhead_s=float(step.overhead_s),
+            weight_bytes_per_gpu=float(step.weight_bytes_per_gpu),
+            kv_bytes_per_gpu=float(step.kv_bytes_per_gpu),
         )
 
 

@@ -1,0 +1,98 @@
+"""Every number an explanation states is a number of the result it explains.
+
+The explanation is read back, number by number, and each is matched to the field of the
+estimate that owns it (the step's own per-GPU bytes, the memory plan's room, the ridge),
+across dense and MoE models, tensor, pipeline and expert parallelism, and batches."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ridgeline import estimate
+
+CASES = [
+    {},
+    {"batch": 64, "prompt": 242, "output": 16},
+    {"model": "mixtral-8x7b", "tp": 2},
+    {"model": "mixtral-8x7b", "tp": 4, "ep": 2},
+    {"model": "llama-3.1-8b", "tp": 16},
+    {"model": "llama-3.1-70b", "tp": 4, "pp": 2},
+    {"model": "deepseek-v3", "tp": 8, "weights": "fp8"},
+    {"model": "gemma-2-9b", "prompt": 8000, "output": 100},
+    {"model": "gemma-3-270m", "prompt": 16000, "output": 100},
+    {"model": "llama-3.1-70b"},  # does not fit on one GPU
+    {"gpu": "a100-80gb-sxm", "batch": 256, "prompt": 4000, "output": 64},
+]
+
+SIDE = r"does (?P<intensity>[\d,.]+) FLOPs per byte, (?P<ratio>[\d/,.x]+)(?: of)? the effective ridge of "
+SIDE += r"(?P<ridge>[\d,]+) \((above|below) it\): (?P<bound>\w+)-bound"
+DECODE = re.compile(
+    r"Decode at batch (?P<batch>[\d,]+) "
+    + SIDE
+    + r"; each step reads (?P<weights>[\d,.]+) GB of weights and "
+    r"(?P<kv>[\d,.]+) GB of KV cache per GPU, so TPOT is (?P<tpot>[\d,.]+) ms and decode is (?P<share>\d+)% "
+    r"of the request\."
+)
+PREFILL = re.compile(
+    r"Prefill of (?P<tokens>[\d,]+) tokens "
+    + SIDE
+    + r" on (?P<gpu>\S+), so TTFT (?P<ttft>[\d,.]+) ms answers to"
+)
+
+
+def ratio_text(intensity: float, ridge: float) -> str:
+    r = intensity / ridge
+    return f"{r:.1f}x" if r >= 1 else f"1/{1 / r:.0f}"
+
+
+@pytest.mark.parametrize("kwargs", CASES, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()) or "stage")
+def test_each_number_in_the_explanation_is_the_results_own(kwargs: dict) -> None:
+    e = estimate(**kwargs)
+    text = " ".join(e.explain)
+    p = PREFILL.search(text)
+    assert p, e.explain[0]
+    assert p["tokens"] == f"{e.inputs['batch'] * e.inputs['prompt']:,}"
+    assert p["intensity"] == f"{e.prefill.intensity:,.1f}"
+    assert p["ratio"] == ratio_text(e.prefill.intensity, e.effective_ridge)
+    assert p["ridge"] == f"{e.effective_ridge:,.0f}"
+    assert p["bound"] == e.prefill.bound and p["gpu"] == e.gpu.name
+    assert p["ttft"] == f"{e.ttft_s * 1e3:,.1f}"
+    d = DECODE.search(text)
+    assert d, e.explain[1]
+    assert d["batch"] == f"{e.inputs['batch']}"
+    assert d["intensity"] == f"{e.decode.intensity:,.1f}"
+    assert d["ratio"] == ratio_text(e.decode.intensity, e.effective_ridge)
+    assert d["bound"] == e.decode.bound
+    assert d["weights"] == f"{e.decode.weight_bytes_per_gpu / 1e9:,.2f}"
+    assert d["kv"] == f"{e.decode.kv_bytes_per_gpu / 1e9:,.2f}"
+    assert d["tpot"] == f"{e.tpot_s * 1e3:,.2f}"
+    assert d["share"] == f"{e.decode_share * 100:.0f}"
+    if m := re.search(r"memory holds ([\d,]+)", text):
+        assert m[1] == f"{e.memory.max_batch:,}"
+    if m := re.search(r"each GPU needs ([\d,.]+) GB of ([\d,.]+) GB usable", text):
+        assert m[1] == f"{e.memory.per_gpu.total_bytes / 1e9:,.1f}"
+        assert m[2] == f"{e.memory.per_gpu.usable_bytes / 1e9:,.1f}"
+    if m := re.search(r"int4-g128 weights would make each step ([\d.]+)x faster", text):
+        int4 = estimate(**(kwargs | {"weights": "int4-g128"}))
+        assert m[1] == f"{e.decode.time_s / int4.decode.time_s:.1f}"
+
+
+def test_mixtral_on_two_gpus_reads_about_13_gb_per_gpu_per_step() -> None:
+    """Mixtral 8x7B routes each token to 2 of its 8 experts: a batch-1 step reads its
+    12.9 B active parameters (Mistral's figure), 25.8 GB in bf16, 12.9 GB on each of two
+    GPUs; not the 46.7 B parameters' 93 GB halved."""
+    e = estimate("mixtral-8x7b", tp=2)
+    assert e.decode.weight_bytes_per_gpu == pytest.approx(12.9e9 * 2 / 2, rel=0.02)
+    assert "12.88 GB of weights" in e.explain[1] or "12.9" in e.explain[1]
+
+
+def test_kv_per_gpu_at_tp16_is_what_the_plan_holds() -> None:
+    """Llama 3.1 8B has 8 KV heads: at TP 16 each head sits on two GPUs, so each GPU holds
+    1/8 of a sequence's cache (128 KiB a token), not 1/16 of it."""
+    e = estimate("llama-3.1-8b", tp=16, prompt=2000, output=500)
+    per_token = 32 * 2 * 8 * 128 * 2  # layers x (K, V) x KV heads x head dim x bf16 bytes
+    assert e.decode.kv_bytes_per_gpu == pytest.approx((2000 + 1) * per_token / 8)
+    # the plan holds the whole context (prompt + output) at the same split
+    assert e.memory.per_gpu.kv_bytes == pytest.approx(2500 * per_token / 8)
