@@ -11,6 +11,12 @@ fi
 
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
+# llama.cpp's server for the measurement tests, built once without native CPU features
+# (see scripts/llama_wheel.sh) and installed from the project's own wheelhouse, never
+# from pip's shared cache, which may hold a wheel built for another CPU.
+house=$(bash scripts/llama_wheel.sh)
+.venv/bin/python -m pip install -q --no-cache-dir --only-binary llama-cpp-python \
+  --find-links "$house" "llama-cpp-python[server]==$(cat "$house/VERSION")"
 .venv/bin/python -m pip install -q -e '.[test]'
 
 .venv/bin/ruff check src tests benchmarks
