@@ -83,3 +83,14 @@ def test_bad_input_one_line_exit_2(args: list[str], fragment: str) -> None:
 def test_json_is_parseable_for_every_numeric_command() -> None:
     for args in (["estimate"], ["roofline"], ["gpus"], ["models"]):
         json.loads(run_cli(*args, "--json").stdout)
+
+
+def test_estimate_shows_attentions_share_of_prefill() -> None:
+    """Seed: causal attention is "a thirtieth of the work at 2,000 tokens" and "a third
+    of it at 32,768"; the table and the JSON both say so."""
+    proc = run_cli("estimate")
+    assert proc.returncode == 0, proc.stderr
+    prefill_row = next(line for line in proc.stdout.splitlines() if line.lstrip().startswith("prefill"))
+    assert " 3% " in prefill_row
+    long = cli_json("estimate", "--prompt", "32768", "--output", "1", "--preset", "ideal")
+    assert long["prefill"]["attention_share"] == pytest.approx(1 / 3, abs=0.035)

@@ -24,10 +24,18 @@ def estimate(e: Estimate) -> None:
         f"output {i['output']:,}, batch {i['batch']} · preset {i['preset']}"
     )
     t = Table(title=None, show_edge=False)
-    for col in ("phase", "FLOPs", "bytes", "FLOPs/byte", "bound", "time"):
+    for col in ("phase", "FLOPs", "attention", "bytes", "FLOPs/byte", "bound", "time"):
         t.add_column(col, justify="left" if col in ("phase", "bound") else "right")
     for name, p in (("prefill", e.prefill), ("decode (1st step)", e.decode)):
-        t.add_row(name, si(p.flops), si(p.bytes, "B"), f"{p.intensity:,.1f}", p.bound, seconds(p.time_s))
+        t.add_row(
+            name,
+            si(p.flops),
+            f"{p.attention_share:.0%}",
+            si(p.bytes, "B"),
+            f"{p.intensity:,.1f}",
+            p.bound,
+            seconds(p.time_s),
+        )
     console.print(t)
     console.print(
         f"TTFT [bold]{seconds(e.ttft_s)}[/] · TPOT [bold]{seconds(e.tpot_s)}[/] · "

@@ -26,7 +26,8 @@ from ridgeline.parallel import comm_bytes_per_gpu, comm_time_s, gpu_share
 from ridgeline.roofline import Machine, StepTime
 
 LAUNCH_OVERHEAD_S = 30e-6  # per step: kernel launches with CUDA graphs, sampling, scheduling
-NORM_FLOPS_PER_ELEMENT = 4  # RMSNorm: square, sum, scale, weight
+NORM_FLOPS_PER_ELEMENT = 4
+ATTENTION = "attention (FlashAttention)"  # RMSNorm: square, sum, scale, weight
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def operator_rows(m: Machine, new_tokens: int, context: int = 0, batch: int = 1)
     rows.append(
         _row(
             m,
-            "attention (FlashAttention)",
+            ATTENTION,
             a.attention_flops_per_pair * pairs,
             layers * t * (a.q_dim + a.v_dim) * act,
             0.0,
@@ -221,4 +222,5 @@ def per_op_step(m: Machine, new_tokens: int, context: Num = 0, batch: int = 1) -
         weight_bytes_per_gpu=sum(r.weight_bytes_per_gpu for r in rows),
         kv_bytes_per_gpu=sum(r.kv_bytes_per_gpu for r in rows),
         ops_s=compute + sum(r.time_s for r in memory_rows),
+        attention_flops=sum(r.flops for r in rows if r.name == ATTENTION),
     )

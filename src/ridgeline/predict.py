@@ -44,6 +44,8 @@ class Phase:
     overhead_s: float
     weight_bytes_per_gpu: float
     kv_bytes_per_gpu: float
+    attention_flops: float
+    attention_share: float  # attention's part of the FLOPs: grows with the context
 
     @classmethod
     def of(cls, step: StepTime) -> Phase:
@@ -61,6 +63,8 @@ class Phase:
             overhead_s=float(step.overhead_s),
             weight_bytes_per_gpu=float(step.weight_bytes_per_gpu),
             kv_bytes_per_gpu=float(step.kv_bytes_per_gpu),
+            attention_flops=float(step.attention_flops),
+            attention_share=float(step.attention_flops) / float(step.flops),
         )
 
 

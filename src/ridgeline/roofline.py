@@ -96,6 +96,7 @@ class StepTime:
     weight_bytes_per_gpu: Num = 0.0
     kv_bytes_per_gpu: Num = 0.0
     ops_s: Num | None = None  # per-op method: the sum of each operator's own roofline time
+    attention_flops: Num = 0.0  # the part of `flops` that is attention (scores and values)
 
     @property
     def memory_s(self) -> Num:
@@ -138,4 +139,5 @@ def time_work(work: Work, m: Machine) -> StepTime:
         overhead_s=m.eff.step_overhead_s,
         weight_bytes_per_gpu=share.weight_bytes,
         kv_bytes_per_gpu=share.kv_bytes,
+        attention_flops=work.attention_flops,
     )
