@@ -1,29 +1,39 @@
 """A real llama.cpp server for the tests: llama-cpp-python's OpenAI-compatible server
 with Gemma 3 270M (Q4_K_M), assembled locally from its PyPI package; no network.
 
-Use it from a module-scoped fixture, so each test module starts it once:
+Use it from a module-scoped fixture, so each test module starts it once, and call
+`server.check()` after each measurement (the context manager checks again on the way out):
 
     @pytest.fixture(scope="module")
     def server():
-        with llama_server.running() as url:
-            yield url
+        with llama_server.running() as server:
+            yield server
+
+If the server process has died (a CPU without the instructions the build assumes dies of
+SIGILL), the test fails with the signal's name and the last lines of the server's log,
+which goes to a temporary file rather than /dev/null.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import os
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import httpx
+import pytest
 
 READY_TIMEOUT_S = 180.0
+LOG_LINES = 20
 
 
 @functools.cache
@@ -40,14 +50,50 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def describe_exit(returncode: int) -> str:
+    """'died of SIGILL' for a signal (Popen reports -4), else 'exited with status N'."""
+    if returncode < 0:
+        try:
+            return f"died of {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"died of signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+@dataclass
+class Server:
+    """The running server: its /v1 URL, its process and its log."""
+
+    url: str
+    proc: subprocess.Popen[bytes]
+    log: IO[bytes]
+
+    def __str__(self) -> str:
+        return self.url
+
+    def log_tail(self, lines: int = LOG_LINES) -> str:
+        self.log.flush()
+        text = Path(self.log.name).read_bytes().decode("utf-8", "replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def check(self) -> None:
+        """Fail the test if the server has died: the signal, and the end of its log."""
+        if self.proc.poll() is not None:
+            pytest.fail(
+                f"llama_cpp.server {describe_exit(self.proc.returncode)}; the last {LOG_LINES} lines of "
+                f"its log:\n{self.log_tail()}",
+                pytrace=False,
+            )
+
+
 @contextlib.contextmanager
-def running(n_ctx: int = 2048, threads: int = 2) -> Iterator[str]:
-    """Start the server on 127.0.0.1, wait until it answers, yield its /v1 base URL, stop it.
+def running(n_ctx: int = 2048, threads: int = 2) -> Iterator[Server]:
+    """Start the server on 127.0.0.1, wait until it answers, yield it, check it is still
+    alive, stop it.
 
     `--interrupt_requests False`: by default the server ends a stream early whenever
     another request arrives, which would cut every concurrent request short."""
     port = free_port()
-    log = open(os.devnull, "w")  # noqa: SIM115 - closed below
     cmd = [
         sys.executable,
         "-m",
@@ -67,30 +113,35 @@ def running(n_ctx: int = 2048, threads: int = 2) -> Iterator[str]:
         "--interrupt_requests",
         "False",
     ]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        wait_ready(url, proc)
-        yield url
-    finally:
-        proc.terminate()
+    with tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        server = Server(f"http://127.0.0.1:{port}/v1", proc, log)
         try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+            wait_ready(server)
+            server.check()
+            yield server
+            server.check()  # a death during the module's last test fails it here
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
-def wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
+def wait_ready(server: Server) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"llama_cpp.server exited with status {proc.returncode}")
+        server.check()
         try:
-            if httpx.get(f"{url}/models", timeout=2.0).status_code == 200:
+            if httpx.get(f"{server.url}/models", timeout=2.0).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.25)
-    raise RuntimeError(f"llama_cpp.server did not answer at {url} within {READY_TIMEOUT_S:.0f} s")
+    pytest.fail(
+        f"llama_cpp.server did not answer at {server.url} within {READY_TIMEOUT_S:.0f} s; the last "
+        f"{LOG_LINES} lines of its log:\n{server.log_tail()}",
+        pytrace=False,
+    )

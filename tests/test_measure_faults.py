@@ -50,7 +50,7 @@ def test_every_failure_is_recorded_counted_and_exits_1(tmp_path: Path) -> None:
     assert summary["exit_code"] == 1
     assert summary["overall"]["errors"] == len(FAULTS)
     assert summary["overall"]["completed"] == 2
-    assert sum(summary["overall"]["errors_by_kind"].values()) == len(FAULTS)
+    assert sum(summary["overall"]["error_kinds"].values()) == len(FAULTS)
     good = [r for r in recs if not r["error"]]
     assert {r["tokens_source"] for r in good} == {"usage", "estimate"}  # no tokenizer endpoint here
     assert all(r["output_tokens"] == 5 and r["ttft_s"] > 0 and r["e2e_s"] >= r["ttft_s"] for r in good)

@@ -21,19 +21,20 @@ OUTPUT = 4
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    with llama_server.running() as url:
-        yield url
+def server() -> Iterator[llama_server.Server]:
+    with llama_server.running() as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
-def sweep(server: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def sweep(server: llama_server.Server, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("sweep") / "gemma.jsonl"
     proc = run_cli(
-        "measure", server, "--model", str(llama_server.gguf_path()),
+        "measure", server.url, "--model", str(llama_server.gguf_path()),
         "--prompt-tokens", ",".join(map(str, PROMPTS)), "--concurrency", ",".join(map(str, CONCURRENCIES)),
         "--output-tokens", str(OUTPUT), "--requests", "2", "--sweep", "--out", str(out),
     )  # fmt: skip
+    server.check()  # a server that died mid-sweep is named, with its log, before the records are
     assert proc.returncode == 0, proc.stderr
     return out
 

@@ -1,25 +1,32 @@
 """Calibration files: what `ridgeline fit` learned from measurements, for `estimate`
 and `simulate --calibration FILE`.
 
-A calibration is JSON:
+A calibration is flat: JSON or TOML, as the file's name says.
     {"effective_flops_per_s": 5.1e14, "effective_bandwidth_bytes_per_s": 2.6e12,
      "step_overhead_s": 0.0004, "ttft_offset_s": 0.05,
      "model": "...", "gpu": "...", "source": "ridgeline fit results.jsonl"}
-Effective rates replace eta x peak; the step overhead is added to every forward pass
-(kernel launches, sampling, scheduling); the TTFT offset to every first token (network,
-HTTP and queueing outside the model).
+or the same keys as `key = value` lines of TOML. Effective rates replace eta x peak; the
+step overhead is added to every forward pass (kernel launches, sampling, scheduling); the
+TTFT offset to every first token (network, HTTP and queueing outside the model). Rates
+must be finite and positive, overheads finite and not negative: a NaN here would become a
+NaN in every estimate made with it.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ridgeline import _files
+from ridgeline.checks import check_number
 from ridgeline.errors import RidgelineError
 from ridgeline.roofline import Efficiency
+
+FORMATS = (".json", ".toml")
+RATES = ("effective_flops_per_s", "effective_bandwidth_bytes_per_s")
+OVERHEADS = ("step_overhead_s", "ttft_offset_s")
+TEXTS = ("model", "gpu", "source")
 
 
 @dataclass(frozen=True)
@@ -44,32 +51,105 @@ class Calibration:
         return asdict(self)
 
 
-def save_calibration(cal: Calibration, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(cal.to_dict(), indent=2) + "\n", encoding="utf-8")
+def _checked(where: str, data: dict[str, Any]) -> Calibration:
+    """The calibration a table holds, every number finite and in range, or one line."""
+    hint = "; rewrite it with `ridgeline fit ... --out FILE`"
+    missing = [key for key in RATES if key not in data]
+    if missing:
+        raise RidgelineError(f"calibration {where} lacks {missing[0]!r}{hint}")
+
+    def name(key: str) -> str:
+        return f"calibration {where}: {key}"
+
+    numbers = {key: check_number(name(key), data[key], lo=0.0, lo_open=True, hint=hint) for key in RATES}
+    numbers |= {key: check_number(name(key), data.get(key, 0.0), lo=0.0, hint=hint) for key in OVERHEADS}
+    texts = {key: data.get(key, "") for key in TEXTS}
+    for key, value in texts.items():
+        if not isinstance(value, str):
+            raise RidgelineError(f"{name(key)} must be text, got {value!r}{hint}")
+    return Calibration(
+        numbers["effective_flops_per_s"],
+        numbers["effective_bandwidth_bytes_per_s"],
+        numbers["step_overhead_s"],
+        numbers["ttft_offset_s"],
+        texts["model"],
+        texts["gpu"],
+        texts["source"],
+    )
+
+
+def check_calibration_path(path: str | Path) -> Path:
+    """A name `save_calibration` can write: .json or .toml, not a folder."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise RidgelineError(
+            f"--out {str(p)!r} is a folder: give a file name such as {str(p / 'cal.toml')!r}"
+        )
+    _format(p)
+    return p
+
+
+def _format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise RidgelineError(
+            f"calibration file {str(path)!r}: name it .json or .toml (the extension picks the format)"
+        )
+    return suffix
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string: quotes, backslashes and control characters escaped."""
+    out = []
+    for c in text:
+        if c in '"\\':
+            out.append("\\" + c)
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\u{ord(c):04X}")
+        elif 0xD800 <= ord(c) <= 0xDFFF:  # a lone surrogate cannot be UTF-8
+            out.append("\\uFFFD")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
+def to_toml(cal: Calibration) -> str:
+    """Flat `key = value` TOML, numbers as Python writes floats (valid TOML, exact)."""
+    lines = ["# ridgeline calibration: `ridgeline estimate --calibration FILE`"]
+    for key, value in cal.to_dict().items():
+        lines.append(f"{key} = {_toml_string(value) if isinstance(value, str) else repr(float(value))}")
+    return "\n".join(lines) + "\n"
+
+
+def save_calibration(cal: Calibration, path: str | Path) -> Path:
+    """Write the calibration in the format its name says: .json or .toml."""
+    p = check_calibration_path(path)
+    suffix = _format(p)
+    cal = _checked(str(p), cal.to_dict())  # nothing non-finite or negative is ever written
+    text = _files.dumps(cal.to_dict()) + "\n" if suffix == ".json" else to_toml(cal)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise RidgelineError(f"cannot write {str(p)!r}: {exc.strerror or exc}") from None
+    return p
 
 
 def load_calibration(path: str | Path) -> Calibration:
-    data = _files.read_user_file(str(path) if str(path).endswith(".json") else Path(path))
+    """Read a calibration: JSON when the name ends .json (or, for a name that is neither,
+    when the text starts with "{"), TOML otherwise."""
+    p = Path(path).expanduser()
+    text = _files.read_user_text(p)
+    suffix = p.suffix.lower()
+    as_json = suffix == ".json" or (suffix != ".toml" and text.lstrip().startswith("{"))
     try:
-        cal = Calibration(
-            effective_flops_per_s=float(data["effective_flops_per_s"]),
-            effective_bandwidth_bytes_per_s=float(data["effective_bandwidth_bytes_per_s"]),
-            step_overhead_s=float(data.get("step_overhead_s", 0.0)),
-            ttft_offset_s=float(data.get("ttft_offset_s", 0.0)),
-            model=str(data.get("model", "")),
-            gpu=str(data.get("gpu", "")),
-            source=str(data.get("source", path)),
-        )
-    except KeyError as exc:
+        data = _files.loads_json(text) if as_json else _files.tomllib.loads(text)
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
+        kind = "JSON" if as_json else "TOML"
         raise RidgelineError(
-            f"calibration {path} lacks '{exc.args[0]}': write it with `ridgeline fit ... --out FILE`"
+            f"cannot read calibration {str(p)!r} as {kind}: {str(exc) or 'nested too deeply'}; "
+            "rewrite it with `ridgeline fit ... --out FILE`"
         ) from None
-    except (TypeError, ValueError):
-        raise RidgelineError(
-            f"calibration {path} has a non-numeric value; rewrite it with `ridgeline fit`"
-        ) from None
-    if cal.effective_flops_per_s <= 0 or cal.effective_bandwidth_bytes_per_s <= 0:
-        raise RidgelineError(f"calibration {path}: effective rates must be positive")
-    if cal.step_overhead_s < 0 or cal.ttft_offset_s < 0:
-        raise RidgelineError(f"calibration {path}: overheads must not be negative")
-    return cal
+    if not isinstance(data, dict):
+        raise RidgelineError(f"calibration {str(p)!r} must hold a table of keys at the top level")
+    return _checked(str(p), data)

@@ -13,7 +13,6 @@ simulator and `ridgeline measure` both write them, and `compare` reads either.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -65,34 +64,115 @@ def make_record(**fields: Any) -> dict[str, Any]:
 
 
 def append_record(handle: Any, record: dict[str, Any]) -> None:
-    """Append one record and flush it, so a crash loses no finished request."""
-    handle.write(json.dumps(record, separators=(",", ":")) + "\n")
+    """Append one record and flush it, so a crash loses no finished request. Strict JSON:
+    a NaN here is a bug, and fails loudly rather than writing a line no reader accepts."""
+    from ridgeline._files import dumps
+
+    handle.write(dumps(record, indent=None) + "\n")
     handle.flush()
 
 
-def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """Read JSONL records; a torn last line (a killed writer) is skipped, not fatal."""
+# What each key of a record may hold (None is always allowed): readers do arithmetic on
+# these, so a string, a NaN or a negative time is refused where the file is read, with its
+# line, instead of surfacing as a traceback or a fit on garbage.
+MAX_RECORD_TOKENS = 10_000_000
+MAX_RECORD_S = 1e10
+MAX_RECORD_BYTES = 16 * 2**20  # one line
+_COUNT_KEYS = {
+    "prompt_tokens": 0,
+    "output_tokens": 0,
+    "preemptions": 0,
+    "request_id": 0,
+    "concurrency": 1,
+    "target_prompt_tokens": 1,
+    "max_tokens": 1,
+    "chunks": 0,
+}
+_SECONDS_KEYS = ("arrival_s", "send_s", "ttft_s", "tpot_s", "e2e_s", "queue_s", "first_event_s")
+_TEXT_KEYS = ("error", "error_kind", "model", "tokens_source", "finish_reason")
+
+
+def check_record(rec: dict[str, Any]) -> None:
+    """Raise RidgelineError naming the first key whose value no reader can use."""
+    from ridgeline.checks import check_number, check_size
     from ridgeline.errors import RidgelineError
 
-    p = Path(path)
-    if not p.is_file():
-        raise RidgelineError(f"records file not found: {p}; pass the JSONL that measure or simulate wrote")
-    out = []
-    lines = p.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
+    for key, least in _COUNT_KEYS.items():
+        if rec.get(key) is not None:
+            check_size(key, rec[key], minimum=least, maximum=MAX_RECORD_TOKENS)
+    for key in _SECONDS_KEYS:
+        if rec.get(key) is not None:
+            check_number(key, rec[key], lo=0.0, hi=MAX_RECORD_S)
+    if rec.get("rate_per_s") is not None:
+        check_number("rate_per_s", rec["rate_per_s"], lo=0.0, lo_open=True, hi=1e9)
+    for key in _TEXT_KEYS:
+        if rec.get(key) is not None and not isinstance(rec[key], str):
+            raise RidgelineError(f"{key} must be text or null, got {rec[key]!r}")
+    for key, check in (("chunk_gaps_s", "seconds"), ("chunk_tokens", "counts")):
+        values = rec.get(key)
+        if values is None:
             continue
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            if number == len(lines):
-                continue
-            raise RidgelineError(
-                f"{p}:{number} is not a JSON object; the file is not a records file"
-            ) from None
-        if not isinstance(rec, dict):
-            raise RidgelineError(f"{p}:{number} is not a JSON object; the file is not a records file")
-        out.append(rec)
+        if not isinstance(values, list):
+            raise RidgelineError(f"{key} must be a list of {check} or null, got {values!r}")
+        for v in values:
+            if check == "seconds":
+                check_number(f"each of {key}", v, lo=0.0, hi=MAX_RECORD_S)
+            else:
+                check_size(f"each of {key}", v, minimum=0, maximum=MAX_RECORD_TOKENS)
+    if rec.get("chunk_tokens") is not None and len(rec["chunk_tokens"]) != len(rec.get("chunk_gaps_s") or []):
+        raise RidgelineError("chunk_tokens must have one count per entry of chunk_gaps_s")
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """Read JSONL records, strictly: every line a JSON object (no NaN, no Infinity) whose
+    numbers are numbers in range. The one exception is a torn last line (a writer killed
+    mid-line), which is skipped. Anything else is one line naming the file, line and key."""
+    from ridgeline._files import loads_json
+    from ridgeline.errors import RidgelineError
+
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise RidgelineError(f"{str(p)!r} is a folder: pass the JSONL file that measure or simulate wrote")
+    if not p.is_file():
+        raise RidgelineError(
+            f"records file not found: {str(p)!r}; pass the JSONL that measure or simulate wrote"
+        )
+    out = []
+    try:
+        with p.open("rb") as handle:
+            for number, raw in enumerate(iter(lambda: handle.readline(MAX_RECORD_BYTES + 1), b""), 1):
+                where = f"{p}:{number}"
+                if len(raw) > MAX_RECORD_BYTES:
+                    raise RidgelineError(f"{where} is longer than 16 MiB: not a records file")
+                torn = not raw.endswith(b"\n")  # only the last line can lack its newline
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    if torn:
+                        continue
+                    raise RidgelineError(
+                        f"{where} is not UTF-8 text (binary bytes): not a records file"
+                    ) from None
+                if not text.strip():
+                    continue
+                try:
+                    rec = loads_json(text)
+                except ValueError as exc:
+                    if torn:
+                        continue
+                    reason = str(exc).split(": line ")[0]
+                    raise RidgelineError(
+                        f"{where} is not a JSON record ({reason}); fix or delete that line"
+                    ) from None
+                if not isinstance(rec, dict):
+                    raise RidgelineError(f"{where} is not a JSON object; the file is not a records file")
+                try:
+                    check_record(rec)
+                except RidgelineError as exc:
+                    raise RidgelineError(f"{where}: {exc}; fix or delete that line") from None
+                out.append(rec)
+    except OSError as exc:
+        raise RidgelineError(f"cannot read {str(p)!r}: {exc.strerror or exc}") from None
     return out
 
 

@@ -11,34 +11,137 @@ records them and goes on.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import re
+import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+from ridgeline.checks import check_positive
+from ridgeline.errors import RidgelineError
+from ridgeline.measure.redact import Redactor
 from ridgeline.measure.sse import MalformedStream, SseParser, interpret
 
 clock = time.perf_counter  # CLOCK_MONOTONIC on Linux, shared by every process
 
+MAX_TIMEOUT_S = 1e6  # eleven days: longer is a typo, and would overflow some clocks' arithmetic
+ERROR_BODY_BYTES = 64 * 1024  # of an error reply, enough for any message a server writes
+MESSAGE_CHARS = 240  # of a record's `error`
+
+# Error kinds, as records and summaries spell them. Those of CONNECT_KINDS mean no
+# connection was made at all: a grid point that gets nothing else means an unreachable server.
+CONNECT_KINDS = ("connect refused", "connect timeout", "name not resolved", "connect failed", "TLS error")
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP header name (RFC 9110 token)
+_SENDABLE = re.compile(r"[\x20-\x7e\t]*")  # what an ASCII header value may hold
+
+
+def join_url(base: str, path: str) -> str:
+    """base + "/" + path, keeping the base's query (`?key=...`) where it belongs."""
+    parts = urlsplit(base)
+    return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/{path.lstrip('/')}"))
+
+
+def server_root(base: str) -> str:
+    """The base URL without a trailing `/v1`: where tokenize endpoints live."""
+    parts = urlsplit(base)
+    path = parts.path.rstrip("/")
+    return urlunsplit(parts._replace(path=path.removesuffix("/v1")))
+
+
+def check_header(name: str, value: str) -> None:
+    """A header httpx can send; the message never shows the value (it may be a secret)."""
+    if not _TOKEN.fullmatch(name):
+        raise RidgelineError(
+            f"header name {name[:60]!r} is not a valid HTTP header name: use letters, digits and -"
+        )
+    if not _SENDABLE.fullmatch(value):
+        raise RidgelineError(
+            f"the value of header {name!r} cannot be sent over HTTP: it holds a control character or "
+            "non-ASCII text (the value is not shown, in case it is a secret)"
+        )
+
+
+def tls_verify(insecure: bool, ca_bundle: str | None) -> bool | ssl.SSLContext:
+    """What to verify servers' certificates with: nothing, the system's CAs, or a bundle."""
+    from pathlib import Path
+
+    if insecure:
+        return False
+    if ca_bundle is None:
+        return True
+    p = Path(ca_bundle).expanduser()
+    if not p.exists():
+        raise RidgelineError(f"--ca-bundle {ca_bundle!r}: file not found; give a PEM file of CA certificates")
+    try:
+        if p.is_dir():
+            return ssl.create_default_context(capath=str(p))
+        return ssl.create_default_context(cafile=str(p))
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or type(exc).__name__
+        raise RidgelineError(
+            f"--ca-bundle {ca_bundle!r} holds no CA certificate ssl can load ({reason}); give a PEM file"
+        ) from None
+
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where and how to send: base URL (…/v1), `completions` or `chat`, and options."""
+    """Where and how to send: base URL (…/v1), `completions` or `chat`, and options.
 
-    base_url: str
+    `timeout_s` bounds a whole request, `connect_timeout_s` the connection, and
+    `read_timeout_s` the silence between two reads (None: the whole `timeout_s`)."""
+
+    base_url: str = field(repr=False)  # may hold user:pass@ or ?key=
     model: str
     api: str = "completions"
     headers: dict[str, str] = field(default_factory=dict, repr=False)  # may hold the API key
-    verify: bool | str = True
+    verify: bool | str | ssl.SSLContext = True
     timeout_s: float = 300.0
     connect_timeout_s: float = 10.0
+    read_timeout_s: float | None = None
     ignore_eos: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
+    secrets: tuple[str, ...] = field(default=(), repr=False)  # more to keep out (a key not sent)
+
+    def __post_init__(self) -> None:
+        import httpx
+
+        parts = urlsplit(self.base_url)
+        try:
+            usable = parts.port is None or parts.port > 0
+            httpx.URL(self.url)  # what httpx itself would refuse later: a bad IDNA host, a space
+        except (ValueError, httpx.InvalidURL):
+            usable = False
+        if parts.scheme not in ("http", "https") or not parts.hostname or not usable:
+            shown = self.redactor.clip(self.base_url, 200)
+            raise RidgelineError(
+                f"URL {shown!r} must be http:// or https://, a host and an optional port, "
+                "e.g. http://127.0.0.1:8080/v1"
+            )
+        if self.api not in ("completions", "chat"):
+            raise RidgelineError(f"--api {self.api!r}: use completions or chat")
+        check_positive("--timeout", self.timeout_s, hi=MAX_TIMEOUT_S)
+        check_positive("--connect-timeout", self.connect_timeout_s, hi=MAX_TIMEOUT_S)
+        if self.read_timeout_s is not None:
+            check_positive("--read-timeout", self.read_timeout_s, hi=MAX_TIMEOUT_S)
+        for name, value in self.headers.items():
+            check_header(name, value)
+
+    @functools.cached_property
+    def redactor(self) -> Redactor:
+        """What must never be stored or printed: the key, credential headers, URL secrets."""
+        return Redactor.of(self.base_url, self.headers, self.secrets)
 
     @property
     def url(self) -> str:
-        path = "chat/completions" if self.api == "chat" else "completions"
-        return f"{self.base_url.rstrip('/')}/{path}"
+        return join_url(self.base_url, "chat/completions" if self.api == "chat" else "completions")
+
+    @property
+    def shown_url(self) -> str:
+        """The base URL as messages show it: no credentials."""
+        return self.redactor.clip(self.base_url, 300)
 
     def body(self, prompt: str, max_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -71,11 +174,11 @@ class Stream:
     finish_reason: str | None = None
     done: bool = False
     error_kind: str | None = None
-    error: str | None = None
+    error: str | None = None  # whole here; `send` redacts it, then cuts it to length
 
     def fail(self, kind: str, message: str) -> Stream:
         if self.error_kind is None:
-            self.error_kind, self.error = kind, f"{kind}: {message}"[:240]
+            self.error_kind, self.error = kind, f"{kind}: {message}"
         return self
 
 
@@ -83,29 +186,39 @@ def make_client(ep: Endpoint, connections: int | None) -> Any:
     """An httpx client for the endpoint; `connections` None means no limit (open loop)."""
     import httpx
 
+    read_s = ep.read_timeout_s or ep.timeout_s
     return httpx.AsyncClient(
         headers={"Accept-Encoding": "identity"} | ep.headers,  # raw bytes: nothing to decompress
         verify=ep.verify,
-        timeout=httpx.Timeout(ep.timeout_s, connect=ep.connect_timeout_s),
+        timeout=httpx.Timeout(ep.timeout_s, connect=ep.connect_timeout_s, read=read_s),
         limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
     )
 
 
+async def _read_capped(response: Any, limit: int = ERROR_BODY_BYTES) -> bytes:
+    body = bytearray()
+    async for raw in response.aiter_raw():
+        body += raw
+        if len(body) >= limit:
+            break
+    return bytes(body[:limit])
+
+
 def _http_error(status: int, body: bytes) -> tuple[str, str]:
-    kind = "http_429" if status == 429 else f"http_{status // 100}xx"
+    """`http 503`: one kind per status, so a 429 (rate limit) stands apart from a 400."""
     text = body.decode("utf-8", "replace")
     try:
         err = json.loads(text).get("error", text)
         text = err.get("message", str(err)) if isinstance(err, dict) else str(err)
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         pass
-    return kind, f"HTTP {status} {' '.join(text.split())[:120]}"
+    return f"http {status}", f"HTTP {status} {text}"
 
 
 def _take(s: Stream, data: str, now: float) -> None:
     for chunk in interpret(data):
         if chunk.error:
-            s.fail("server_error", chunk.error)
+            s.fail("error event", chunk.error)
         if chunk.done:
             s.done = True
         if chunk.token_bearing:
@@ -125,12 +238,12 @@ async def _stream(client: Any, ep: Endpoint, body: dict[str, Any], s: Stream) ->
     try:
         s.status = response.status_code
         if response.status_code >= 400:
-            s.fail(*_http_error(response.status_code, await response.aread()))
+            s.fail(*_http_error(response.status_code, await _read_capped(response)))
             return
         if "text/event-stream" not in response.headers.get("content-type", ""):
-            await response.aread()
+            await _read_capped(response)
             s.fail(
-                "non_streaming", f"the reply is {response.headers.get('content-type') or 'untyped'}, not SSE"
+                "not streaming", f"the reply is {response.headers.get('content-type') or 'untyped'}, not SSE"
             )
             return
         arrivals: list[tuple[float, bytes]] = []
@@ -161,26 +274,82 @@ def _parse(s: Stream, arrivals: list[tuple[float, bytes]]) -> None:
         _take(s, data, arrivals[-1][0])
 
 
-async def send(client: Any, ep: Endpoint, prompt: str, max_tokens: int) -> Stream:
-    """Stream one request; never raises for a server's or the network's failure."""
+def _causes(exc: BaseException) -> list[BaseException]:
+    """The exception and what it wraps, outermost first (httpx wraps httpcore wraps OSError)."""
+    out: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in out:
+        out.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return out
+
+
+def classify(exc: Exception, s: Stream, ep: Endpoint) -> tuple[str, str]:
+    """An httpx failure as (kind, message): which phase failed, and why."""
+    import socket
+
     import httpx
 
-    s = Stream()
+    tokens = len(s.token_times_s)
+    causes = _causes(exc)
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "connect timeout", f"no connection within {ep.connect_timeout_s:g} s"
+    if isinstance(exc, httpx.ReadTimeout):
+        silence = ep.read_timeout_s or ep.timeout_s
+        return "read timeout", f"the server sent nothing for {silence:g} s (after {tokens} tokens)"
+    if isinstance(exc, httpx.WriteTimeout):
+        return "write timeout", "the request could not be sent in time"
+    if isinstance(exc, httpx.PoolTimeout):
+        return "pool timeout", "no free connection in time"
+    tls = next((c for c in causes if isinstance(c, ssl.SSLError)), None)
+    if tls is not None:
+        reason = getattr(tls, "verify_message", None) or getattr(tls, "reason", None) or str(tls)
+        return "TLS error", f"the TLS handshake failed: {reason}"
+    if isinstance(exc, httpx.ConnectError):
+        if any(isinstance(c, ConnectionRefusedError) for c in causes):
+            return "connect refused", "nothing listens at that host and port"
+        if any(isinstance(c, socket.gaierror) for c in causes):
+            return "name not resolved", f"no address for the host ({causes[-1]})"
+        return "connect failed", f"no connection ({causes[-1]})"
+    if isinstance(exc, (httpx.ReadError, httpx.WriteError)) or (
+        isinstance(exc, httpx.RemoteProtocolError)
+        and any(word in str(exc).lower() for word in ("disconnect", "closed", "incomplete"))
+    ):
+        if s.status is None:
+            return (
+                "disconnected before reply",
+                f"the server closed the connection ({exc or type(exc).__name__})",
+            )
+        return "disconnected mid-stream", f"the connection was cut after {tokens} tokens"
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.LocalProtocolError)):
+        return "protocol error", f"{type(exc).__name__}: {exc}"
+    return "transport error", f"{type(exc).__name__}: {exc}"
+
+
+async def send(client: Any, ep: Endpoint, prompt: str, max_tokens: int) -> Stream:
+    """Stream one request; never raises for a server's or the network's failure. The
+    error message is redacted (no key, no URL credentials) before it is cut to length."""
+    import httpx
+
+    s = Stream(send_s=clock())  # the send, until _stream stamps it exactly
     try:
         await asyncio.wait_for(_stream(client, ep, ep.body(prompt, max_tokens), s), ep.timeout_s)
-    except (asyncio.TimeoutError, httpx.TimeoutException):
-        s.fail("timeout", f"no complete answer within {ep.timeout_s:g} s ({len(s.token_times_s)} tokens)")
+    except asyncio.TimeoutError:
+        s.fail(
+            "request timeout",
+            f"no complete answer within {ep.timeout_s:g} s ({len(s.token_times_s)} tokens)",
+        )
     except MalformedStream as exc:
-        s.fail("malformed", str(exc))
-    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-        s.fail("disconnect", f"{type(exc).__name__} after {len(s.token_times_s)} tokens")
-    except httpx.ConnectError as exc:
-        s.fail("connect", f"cannot connect to {ep.url} ({exc})")
+        s.fail("malformed SSE", str(exc))
     except httpx.HTTPError as exc:
-        s.fail("transport", f"{type(exc).__name__}: {exc}")
+        s.fail(*classify(exc, s, ep))
+    except (OSError, ssl.SSLError) as exc:  # a socket error httpx did not wrap
+        s.fail("transport error", f"{type(exc).__name__}: {exc}")
     if s.error_kind is None:
         if not s.token_times_s:
-            s.fail("empty", "the stream carried no generated token")
+            s.fail("empty stream", "the stream carried no generated token")
         elif not s.done and s.finish_reason is None:
-            s.fail("disconnect", f"the stream ended early after {len(s.token_times_s)} tokens")
+            s.fail("disconnected mid-stream", f"the stream ended early after {len(s.token_times_s)} tokens")
+    if s.error is not None:
+        s.error = ep.redactor.clip(s.error, MESSAGE_CHARS)
     return s

@@ -3,7 +3,6 @@ the standard library; each command imports what it needs when it runs."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any, Optional
@@ -26,11 +25,31 @@ WEIGHTS = typer.Option(
 PRESET = typer.Option("lesson", "--preset", help="ideal or lesson: the efficiencies predicted with.")
 TP = typer.Option(1, "--tp", help="Tensor-parallel GPUs.")
 GPU_FILE = typer.Option(None, "--gpu-file", help="Extra accelerators, TOML or JSON.")
-CALIBRATION = typer.Option(None, "--calibration", help="Calibration JSON from `ridgeline fit`.")
+CALIBRATION = typer.Option(None, "--calibration", help="Calibration (.json or .toml) from `ridgeline fit`.")
+
+
+MAX_GPUS = 65_536  # tensor-parallel GPUs: more is a typo
+MAX_THREADS = 4096  # probe threads; each streams its own arrays
+
+
+def _plot_folder(text: str) -> Any:
+    """Where plots go: a folder, made if missing; a file of that name is refused now,
+    before the comparison runs."""
+    from pathlib import Path
+
+    from ridgeline.errors import RidgelineError
+
+    folder = Path(text).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise RidgelineError(f"--plot {text!r} is a file: give a folder for the PNG plots")
+    return folder
 
 
 def _emit(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    """Strict JSON on stdout: a NaN or an infinity is a bug, and fails here."""
+    from ridgeline._files import dumps
+
+    sys.stdout.write(dumps(data) + "\n")
 
 
 def _ints(flag: str, text: str) -> list[int]:
@@ -59,18 +78,34 @@ def _floats(flag: str, text: str) -> list[float]:
     return values
 
 
-def _headers(lines: list[str], api_key: str | None) -> dict[str, str]:
+def _headers(lines: list[str], api_key: str | None, key_from: str) -> dict[str, str]:
+    """-H lines as headers, and the key as a bearer token. A line or a value that cannot
+    be sent is refused without being echoed: it may hold a secret."""
     from ridgeline.errors import RidgelineError
+    from ridgeline.measure.client import check_header
 
     headers = {}
-    for line in lines:
+    for number, line in enumerate(lines, 1):
         name, sep, value = line.partition(":")
         if not sep or not name.strip():
-            raise RidgelineError(f"--header {line!r}: write it as 'Name: value'")
+            raise RidgelineError(
+                f"--header number {number} has no 'Name:' before its value: write it as 'Name: value' "
+                "(the text is not shown, in case it holds a secret)"
+            )
+        check_header(name.strip(), value.strip())
         headers[name.strip()] = value.strip()
     if api_key:
+        if not _sendable_key(api_key):
+            raise RidgelineError(
+                f"the API key (from {key_from}) holds a space, a control character or non-ASCII text, "
+                "which an Authorization header cannot carry (the key is not shown)"
+            )
         headers.setdefault("Authorization", f"Bearer {api_key}")
     return headers
+
+
+def _sendable_key(key: str) -> bool:
+    return all(0x21 <= ord(c) <= 0x7E for c in key)
 
 
 def _machine(records_path: str, model: str | None, gpu: str, weights: str | None, **kw: Any) -> Any:
@@ -109,7 +144,9 @@ def measure(
         "--rate",
         help="Open loop: arrivals per second, R[,R...]; --concurrency caps the requests in flight.",
     ),
-    burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of arrival gaps: 1 is Poisson."),
+    burstiness: float = typer.Option(
+        1.0, "--burstiness", help="Gamma shape of arrival gaps, 0.001 to 1000: 1 is Poisson."
+    ),
     requests: int = typer.Option(10, "--requests", "-n", help="Requests per grid point."),
     duration: Optional[float] = typer.Option(None, "--duration", help="Seconds per grid point, at most."),
     warmup: int = typer.Option(1, "--warmup", help="Unrecorded warm-up requests."),
@@ -130,6 +167,9 @@ def measure(
     ca_bundle: Optional[str] = typer.Option(None, "--ca-bundle", help="CA bundle to verify TLS with."),
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds a request may take in all."),
     connect_timeout: float = typer.Option(10.0, "--connect-timeout", help="Seconds to connect."),
+    read_timeout: Optional[float] = typer.Option(
+        None, "--read-timeout", help="Seconds of silence between reads (default: --timeout)."
+    ),
     ignore_eos: bool = typer.Option(
         True, "--ignore-eos/--no-ignore-eos", help="Ask for exactly max_tokens (ignore_eos, min_tokens)."
     ),
@@ -143,47 +183,46 @@ def measure(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
     as_json: bool = JSON,
 ) -> None:
-    """Benchmark a live OpenAI-compatible endpoint; one JSONL record per request."""
+    """Benchmark a live OpenAI-compatible endpoint; one JSONL record per request.
+
+    Exit status: 0 all requests succeeded, 1 some failed (or the server was unreachable),
+    2 a usage error, 130 Ctrl-C, 143 SIGTERM; the last two flush the records first."""
     import asyncio
+    import signal
     from pathlib import Path
 
+    from ridgeline._files import loads_json
+    from ridgeline.checks import check_positive, one_line
     from ridgeline.errors import RidgelineError
     from ridgeline.measure import records, render
-    from ridgeline.measure.client import Endpoint
-    from ridgeline.measure.run import Hooks, Plan, run
+    from ridgeline.measure.client import MAX_TIMEOUT_S, Endpoint, tls_verify
+    from ridgeline.measure.run import Hooks, Plan, Stop, Unreachable, run
     from ridgeline.measure.workload import grid
     from ridgeline.metrics import Slo, read_records
 
-    if not url.startswith(("http://", "https://")):
-        raise RidgelineError(
-            f"URL {url!r} must start with http:// or https://, e.g. http://127.0.0.1:8080/v1"
-        )
-    if api not in ("completions", "chat"):
-        raise RidgelineError(f"--api {api!r}: use completions or chat")
-    for flag, value in (("--output-tokens", output_tokens), ("--requests", requests), ("--timeout", timeout)):
-        if value <= 0:
-            raise RidgelineError(f"{flag} must be positive, got {value}")
-    if warmup < 0 or burstiness <= 0 or (duration is not None and duration <= 0):
-        raise RidgelineError("--warmup must be >= 0, and --burstiness and --duration positive")
     body: dict[str, Any] = {}
     if extra_body:
         try:
-            body = json.loads(extra_body)
+            body = loads_json(extra_body)
         except ValueError:
             body = None  # type: ignore[assignment]
         if not isinstance(body, dict):
             raise RidgelineError("--extra-body must be a JSON object, e.g. '{\"top_k\": 1}'")
-    key = api_key or os.environ.get(api_key_env) or None
+    key_from = "--api-key" if api_key else f"${api_key_env}"
+    key = (api_key or os.environ.get(api_key_env) or "").strip() or None
+    secrets = (key,) if key else ()
     ep = Endpoint(
         base_url=url,
         model=model,
         api=api,
-        headers=_headers(header, key),
-        verify=False if insecure else (ca_bundle or True),
+        headers=_headers(header, key, key_from),
+        verify=tls_verify(insecure, ca_bundle),
         timeout_s=timeout,
         connect_timeout_s=connect_timeout,
+        read_timeout_s=read_timeout,
         ignore_eos=ignore_eos,
         extra_body=body,
+        secrets=secrets,
     )
     points = grid(
         _ints("--prompt-tokens", prompt_tokens),
@@ -191,44 +230,72 @@ def measure(
         _floats("--rate", rate) if rate else None,
     )
     plan = Plan(points, requests, output_tokens, duration, warmup, sweep, burstiness, seed, tokenizer)
-    path = Path(out)
+    for flag, objective in (("--slo-ttft", slo_ttft), ("--slo-tpot", slo_tpot)):
+        if objective is not None:
+            check_positive(flag, objective, hi=MAX_TIMEOUT_S)
+    slo = Slo(slo_ttft, slo_tpot)
+    path = Path(out).expanduser()
     progress = render.Progress(quiet or as_json)
     hooks = Hooks(progress.note, progress.on_point, progress.on_record)
-    interrupted = False
+    stop = Stop()  # SIGTERM stops the run as Ctrl-C does: records flushed, summary printed
     try:
-        asyncio.run(run(plan, ep, path, resume, hooks))
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread (called as a function): no handler to install
+        previous = None
+    interrupted = False
+    dead: Unreachable | None = None
+    try:
+        asyncio.run(stop.guard(run(plan, ep, path, resume, hooks)))
     except KeyboardInterrupt:
         interrupted = True
+    except Unreachable as exc:
+        dead = exc
+    except RidgelineError:
+        raise
+    except Exception as exc:  # a bug: the command line reports it in one line, with no secret in it
+        raise RuntimeError(ep.redactor.clip(f"{type(exc).__name__}: {exc}", 500)) from None
     finally:
         progress.stop()
-    recs = [r for r in read_records(path) if any(p.matches(r) for p in points)] if path.exists() else []
-    slo = Slo(slo_ttft, slo_tpot)
-    overall = records.summary(recs, slo)
-    code = 130 if interrupted else 1 if overall["errors"] else 0
-    data: dict[str, Any] = {
-        "out": str(path),
-        "written": progress.written,
-        "interrupted": interrupted,
-        "points": [
-            {
-                "prompt_tokens": p.prompt_tokens,
-                "concurrency": p.concurrency,
-                "rate_per_s": p.rate_per_s,
-                "label": p.label,
-                "summary": records.summary([r for r in recs if p.matches(r)], slo),
-            }
-            for p in points
-        ],
-        "overall": overall,
-        "exit_code": code,
-    }
-    if as_json:
-        _emit(data)
-    else:
-        render.measure(data)
-    if interrupted:
-        sys.stderr.write(f"ridgeline: interrupted; {len(recs)} record(s) are in {path}: --resume continues\n")
-    raise typer.Exit(code)
+    try:
+        recs = [r for r in read_records(path) if any(p.matches(r) for p in points)] if path.exists() else []
+        overall = records.summary(recs, slo)
+        signame = "SIGTERM" if stop.signum is not None else "SIGINT" if interrupted else None
+        code = (
+            143 if stop.signum is not None else 130 if interrupted else 1 if overall["errors"] or dead else 0
+        )
+        data: dict[str, Any] = {
+            "out": str(path),
+            "written": progress.written,
+            "interrupted": signame is not None,
+            "signal": signame,
+            "unreachable": dead.message if dead else None,
+            "points": [
+                {
+                    "prompt_tokens": p.prompt_tokens,
+                    "concurrency": p.concurrency,
+                    "rate_per_s": p.rate_per_s,
+                    "label": p.label,
+                    "summary": records.summary([r for r in recs if p.matches(r)], slo),
+                }
+                for p in points
+            ],
+            "overall": overall,
+            "exit_code": code,
+        }
+        if as_json:
+            _emit(data)
+        else:
+            render.measure(data)
+        if dead:
+            hint = f"; {len(recs)} record(s) are in {path}: --resume continues" if recs else ""
+            sys.stderr.write(f"ridgeline: error: {one_line(dead.message + hint)}\n")
+        elif signame:
+            why = "terminated (SIGTERM)" if signame == "SIGTERM" else "interrupted"
+            sys.stderr.write(f"ridgeline: {why}; {len(recs)} record(s) are in {path}: --resume continues\n")
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    raise typer.Exit(143 if stop.signum is not None else code)
 
 
 def compare(
@@ -244,20 +311,22 @@ def compare(
     as_json: bool = JSON,
 ) -> None:
     """Measured against predicted: TTFT, TPOT, ceiling, KV slowdown, fixed offset."""
-    from pathlib import Path
 
+    from ridgeline.checks import check_size
     from ridgeline.measure import render
     from ridgeline.measure.compare import compare as run
 
+    check_size("--tp", tp, maximum=MAX_GPUS)
+    folder = _plot_folder(plot) if plot else None
     m, recs = _machine(
         results, model, gpu, weights, tp=tp, preset=preset, gpu_file=gpu_file, calibration=calibration
     )
     result = run(m, recs)
     paths = []
-    if plot:
+    if folder:
         from ridgeline.measure.plots import plot as draw
 
-        paths = [str(p) for p in draw(m, result, Path(plot))]
+        paths = [str(p) for p in draw(m, result, folder)]
     if as_json:
         _emit(result.to_dict() | {"plots": paths})
         return
@@ -275,21 +344,27 @@ def fit(
     tp: int = TP,
     gpu_file: Optional[str] = GPU_FILE,
     out: Optional[str] = typer.Option(
-        None, "--out", help="Calibration JSON to write (default: beside the records, .calibration.json)."
+        None,
+        "--out",
+        help="Calibration to write, .json or .toml (default: beside the records, .calibration.json).",
     ),
     as_json: bool = JSON,
 ) -> None:
     """Fit effective FLOP/s, bandwidth, per-step overhead and TTFT offset; write a calibration."""
     from pathlib import Path
 
-    from ridgeline.calibration import save_calibration
+    from ridgeline.calibration import check_calibration_path, save_calibration
+    from ridgeline.checks import check_size
     from ridgeline.measure import render
     from ridgeline.measure.fit import fit as run
 
+    check_size("--tp", tp, maximum=MAX_GPUS)
+    src = Path(results).expanduser()
+    path = check_calibration_path(
+        out or src.with_name(src.name.removesuffix(".jsonl") + ".calibration.json")
+    )  # refused before the fit, not after it
     m, recs = _machine(results, model, gpu, weights, tp=tp, preset=preset, gpu_file=gpu_file)
     result = run(m, recs)
-    src = Path(results)
-    path = Path(out) if out else src.with_name(src.name.removesuffix(".jsonl") + ".calibration.json")
     save_calibration(result.calibration(f"ridgeline fit {src.name}"), path)
     if as_json:
         _emit(result.to_dict() | {"calibration": str(path)})
@@ -307,14 +382,15 @@ def probe(
     as_json: bool = JSON,
 ) -> None:
     """Measure this host's roofline (fp32 matmul FLOP/s, streaming bandwidth); save it as `host`."""
+    from ridgeline.checks import check_size
     from ridgeline.errors import RidgelineError
     from ridgeline.measure import probe as probing
     from ridgeline.measure import render
 
-    if not name or not name.replace("-", "").replace("_", "").isalnum():
-        raise RidgelineError(f"--name {name!r}: use letters, digits, - and _")
-    if threads is not None and threads < 1:
-        raise RidgelineError(f"--threads must be >= 1, got {threads}")
+    if not name or len(name) > 64 or not name.replace("-", "").replace("_", "").isalnum():
+        raise RidgelineError(f"--name {name[:80]!r}: use up to 64 letters, digits, - and _")
+    if threads is not None:
+        check_size("--threads", threads, maximum=MAX_THREADS)
     result = probing.probe(name.lower(), "quick" if quick else "full", threads)
     path = str(probing.save(result)) if save else None
     if as_json:

@@ -51,8 +51,8 @@ def groups(records: list[dict[str, Any]]) -> list[Group]:
     """Successful requests grouped by (target prompt length, concurrency)."""
     buckets: dict[tuple[int, int], list[dict[str, Any]]] = {}
     for r in records:
-        if r.get("error") or r.get("ttft_s") is None or not r.get("prompt_tokens"):
-            continue
+        if r.get("error") or not r.get("ttft_s") or not r.get("prompt_tokens"):
+            continue  # a failure, or no first token: no time to compare (a TTFT of 0 is none)
         key = (int(r.get("target_prompt_tokens") or r["prompt_tokens"]), int(r.get("concurrency") or 1))
         buckets.setdefault(key, []).append(r)
     out = []
@@ -131,10 +131,18 @@ def ttft_intercept(points: list[tuple[float, float]]) -> tuple[float | None, flo
     if len({round(p, 12) for p, _ in points}) < 2:
         pred, meas = points[0]
         return meas - pred, 1.0
+    import warnings
+
     import numpy as np
 
-    fitted = np.polyfit([p for p, _ in points], [v for _, v in points], 1)
-    return float(fitted[1]), float(fitted[0])
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")  # a poorly conditioned line is still the best line
+            fitted = np.polyfit([p for p, _ in points], [v for _, v in points], 1)
+    except (np.linalg.LinAlgError, ValueError):
+        return None, None
+    offset, slope = float(fitted[1]), float(fitted[0])
+    return (offset, slope) if np.isfinite(offset) and np.isfinite(slope) else (None, None)
 
 
 def compare(m: Machine, records: list[dict[str, Any]]) -> Comparison:

@@ -212,7 +212,12 @@ NAMES = {
 
 def fit(m: Machine, records: list[dict[str, Any]]) -> Fit:
     """Fit (t0, o, F, W) to the records; what the data cannot determine stays at the
-    machine's own values (the preset, or the calibration it was built with)."""
+    machine's own values (the preset, or the calibration it was built with). Records
+    arrive checked (finite, in range); a fit that still ends in a non-finite number, or
+    in linear algebra that fails, is refused in one line rather than written."""
+    import math
+    import warnings as python_warnings
+
     import numpy as np
 
     from ridgeline.errors import RidgelineError
@@ -220,6 +225,35 @@ def fit(m: Machine, records: list[dict[str, Any]]) -> Fit:
     gs = groups(records)
     if not gs:
         raise RidgelineError("no successful requests in the records: nothing to fit")
+    try:
+        with np.errstate(all="ignore"), python_warnings.catch_warnings():
+            python_warnings.simplefilter("ignore")
+            result = _fit(m, gs)
+    except (np.linalg.LinAlgError, ValueError, ZeroDivisionError, OverflowError) as exc:
+        raise RidgelineError(
+            f"the fit failed on these records ({type(exc).__name__}): are they one model's sweep?"
+        ) from None
+    rates = (result.effective_flops_per_s, result.effective_bandwidth_bytes_per_s)
+    costs = (result.step_overhead_s, result.ttft_offset_s)
+    if not all(math.isfinite(v) and v > 0 for v in rates) or not all(
+        math.isfinite(v) and v >= 0 for v in costs
+    ):
+        raise RidgelineError("the fit found no finite, positive rates in these records: nothing written")
+
+    def finite(d: dict[str, float | None]) -> dict[str, float | None]:
+        return {k: v if v is not None and math.isfinite(v) else None for k, v in d.items()}
+
+    return replace(
+        result,
+        uncertainty=finite(result.uncertainty),
+        error_before=finite(result.error_before),
+        error_after=finite(result.error_after),
+    )
+
+
+def _fit(m: Machine, gs: list[Group]) -> Fit:
+    import numpy as np
+
     rows = rows_of(m, gs)
     peak, bw = m.peak_flops, m.hw.bandwidth_bytes_per_s
     x0 = np.array(
@@ -234,7 +268,7 @@ def fit(m: Machine, records: list[dict[str, Any]]) -> Fit:
             free.remove(drop)
             continue
         x, cov, _ = solve(rows, x0, free)
-        bad = [i for i in free if (x[i] <= 0 if i >= 2 else x[i] < 0)]
+        bad = [i for i in free if not np.isfinite(x[i]) or (x[i] <= 0 if i >= 2 else x[i] < 0)]
         if not bad:
             break
         free.remove(bad[0])

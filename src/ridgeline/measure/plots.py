@@ -30,7 +30,12 @@ def plot(m: Machine, c: Comparison, folder: Path) -> list[Path]:
     plt = _pyplot()
     import numpy as np
 
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RidgelineError(
+            f"--plot: cannot make the folder {str(folder)!r}: {exc.strerror or exc}"
+        ) from None
     out: list[Path] = []
     prompts = [r.prompt_tokens for r in c.rows]
     if not prompts:

@@ -14,7 +14,6 @@ default maths dtype is bf16.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import threading
@@ -138,10 +137,15 @@ def probe(name: str = "host", size: str = "full", threads: int | None = None) ->
 
 def save(p: Probe) -> Path:
     """Add or replace the entry in the config folder's gpus.json, keeping the others."""
+    from ridgeline.errors import RidgelineError
+
     folder = _files.config_dir()
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "gpus.json"
     data = _files.read_user_file(path) if path.exists() else {}
     data[p.name] = p.entry()
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(_files.dumps(data) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise RidgelineError(f"cannot save to {str(path)!r}: {exc.strerror or exc}; try --no-save") from None
     return path

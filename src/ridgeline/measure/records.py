@@ -75,25 +75,62 @@ def prepare_file(path: Path, resume: bool) -> list[dict[str, Any]]:
     fresh run refuses to append to someone's results."""
     if path.is_dir():
         raise RidgelineError(f"--out {path} is a folder: give a file name such as {path / 'results.jsonl'}")
-    if not path.exists() or path.stat().st_size == 0:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return []
-    if not resume:
-        raise RidgelineError(
-            f"{path} already holds records: pass --resume to continue that run, or another --out"
-        )
-    raw = path.read_bytes()
-    if not raw.endswith(b"\n"):  # a kill mid-write: drop the partial line before appending
-        path.write_bytes(raw[: raw.rfind(b"\n") + 1])
-    return metrics.read_records(path)
+    if path.exists() and not path.is_file():
+        raise RidgelineError(f"--out {path} is not a regular file: records are read back, so give a file")
+    try:
+        if not path.exists() or path.stat().st_size == 0:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()  # fail now, not after the prompts are built, if it cannot be written
+            return []
+        if not resume:
+            raise RidgelineError(
+                f"{path} already holds records: pass --resume to continue that run, or another --out"
+            )
+        earlier = metrics.read_records(path)  # checked before anything is cut or appended
+        with path.open("rb+") as handle:
+            size = handle.seek(0, 2)
+            handle.seek(max(size - 1, 0))
+            if handle.read(1) != b"\n":  # a kill mid-write: drop the partial line before appending
+                handle.seek(0)
+                raw = handle.read()
+                handle.truncate(raw.rfind(b"\n") + 1)
+    except OSError as exc:
+        raise RidgelineError(f"--out {str(path)!r}: {exc.strerror or exc}") from None
+    return earlier
 
 
 def done_ids(records: list[dict[str, Any]], point: Point) -> set[int]:
     return {int(r["request_id"]) for r in records if point.matches(r) and r.get("request_id") is not None}
 
 
+# Kinds as records written before they were spelled for people: counted under today's names.
+_OLD_KINDS = {
+    "http_4xx": "http 4xx",
+    "http_429": "http 429",
+    "http_5xx": "http 5xx",
+    "timeout": "request timeout",
+    "disconnect": "disconnected mid-stream",
+    "malformed": "malformed SSE",
+    "empty": "empty stream",
+    "non_streaming": "not streaming",
+    "server_error": "error event",
+    "connect": "connect failed",
+    "transport": "transport error",
+}
+
+
 def error_counts(records: list[dict[str, Any]]) -> dict[str, int]:
-    return dict(Counter(str(r.get("error_kind") or "error") for r in records if r.get("error")))
+    """Failed requests by kind ("connect refused", "http 503", ...), the most common first."""
+    kinds = Counter(str(r.get("error_kind") or "error") for r in records if r.get("error"))
+    merged: Counter[str] = Counter()
+    for kind, n in kinds.items():
+        merged[_OLD_KINDS.get(kind, kind)] += n
+    return dict(sorted(merged.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def kinds_text(counts: dict[str, int]) -> str:
+    """ "connect refused: 2, http 503: 1": how a progress line and a summary name them."""
+    return ", ".join(f"{kind}: {n}" for kind, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _span_s(recs: list[dict[str, Any]]) -> float:
@@ -115,7 +152,7 @@ def summary(recs: list[dict[str, Any]], slo: metrics.Slo | None = None) -> dict[
     out.update(
         itl_s=metrics.percentiles(itl, "itl_s").to_dict(),
         decode_tokens_per_s=metrics.percentiles(rates, "decode_tokens_per_s").to_dict(),
-        errors_by_kind=error_counts(recs),
+        error_kinds=error_counts(recs),
         tokens_source=dict(Counter(str(r.get("tokens_source")) for r in ok)),
         short_of_max_tokens=sum(
             1 for r in ok if r.get("max_tokens") and int(r["output_tokens"]) < int(r["max_tokens"])

@@ -4,10 +4,12 @@ Rendering only: every number arrives computed."""
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -15,12 +17,15 @@ from ridgeline._format import seconds, si
 from ridgeline.measure.compare import Comparison
 from ridgeline.measure.fit import Fit
 from ridgeline.measure.probe import Probe
+from ridgeline.measure.records import kinds_text
 from ridgeline.measure.workload import Point
 
 console = Console(highlight=False)
 if not console.is_terminal:
     console.width = 120  # files and pipes: room for every column
 err = Console(stderr=True, highlight=False)
+if not err.is_terminal:
+    err.soft_wrap = True  # a log gets each progress line and warning whole, not wrapped at 80
 
 
 def _s(value: float | None) -> str:
@@ -44,13 +49,14 @@ class Progress:
     def reset(self, point: Point, index: int, todo: int) -> None:
         self.point, self.index, self.todo = point, index, todo
         self.done = self.errors = self.tokens = 0
+        self.kinds: Counter[str] = Counter()
         self.ttfts: list[float] = []
         self.first_s: float | None = None
         self.last_s = 0.0
 
     def note(self, text: str) -> None:
         if not self.quiet or text.startswith("warning"):
-            err.print(text)
+            err.print(escape(text))
 
     def on_point(self, index: int, point: Point, todo: int) -> None:
         self.flush_line()
@@ -64,6 +70,7 @@ class Progress:
         self.written += 1
         if rec.get("error"):
             self.errors += 1
+            self.kinds[str(rec.get("error_kind") or "error")] += 1
         else:
             self.ttfts.append(rec["ttft_s"])
             self.tokens += int(rec.get("output_tokens") or 0)
@@ -77,9 +84,10 @@ class Progress:
         p50 = statistics.median(self.ttfts) if self.ttfts else None
         span = self.last_s - (self.first_s or 0.0)
         rate = self.tokens / span if span > 0 else 0.0
+        kinds = f" ({kinds_text(dict(self.kinds))})" if self.kinds else ""
         return Text(
-            f"[{self.index + 1}] {self.point.label}: done {self.done}/{self.todo} · errors {self.errors} · "
-            f"p50 TTFT {_s(p50)} · {rate:,.1f} tokens/s"
+            f"[{self.index + 1}] {self.point.label}: done {self.done}/{self.todo} · "
+            f"errors {self.errors}{kinds} · p50 TTFT {_s(p50)} · {rate:,.1f} tokens/s"
         )
 
     def flush_line(self) -> None:
@@ -96,6 +104,9 @@ class Progress:
 
 
 def measure(data: dict[str, Any]) -> None:
+    if not data["overall"]["requests"]:
+        console.print(f"no requests recorded; records: {escape(data['out'])}")
+        return
     t = Table(show_edge=False)
     for col in (
         "prompt",
@@ -131,16 +142,18 @@ def measure(data: dict[str, Any]) -> None:
         f"{o['completed']} of {o['requests']} requests succeeded; output tokens from "
         + ", ".join(f"{k} ({v})" for k, v in sorted(o["tokens_source"].items()))
     )
-    if o["errors_by_kind"]:
-        kinds = ", ".join(f"{k} {v}" for k, v in sorted(o["errors_by_kind"].items()))
-        console.print(f"[red]errors[/]: {kinds} (see the `error` field of each record)")
+    if o["error_kinds"]:
+        console.print(
+            f"[red]errors {o['errors']}[/] ({escape(kinds_text(o['error_kinds']))}): "
+            "see the `error` field of each record"
+        )
     if o["short_of_max_tokens"]:
         console.print(f"{o['short_of_max_tokens']} requests stopped before max_tokens (EOS not ignored?)")
-    console.print(f"records: {data['out']} ({data['written']} written by this run)")
+    console.print(f"records: {escape(data['out'])} ({data['written']} written by this run)")
 
 
 def compare(c: Comparison) -> None:
-    console.print(f"[bold]{c.model}[/] on [bold]{c.gpu}[/]: measured against predicted")
+    console.print(f"[bold]{escape(c.model)}[/] on [bold]{escape(c.gpu)}[/]: measured against predicted")
     t = Table(show_edge=False)
     cols = ("prompt", "C", "n", "TTFT", "pred", "gap", "TPOT", "pred", "gap", "of ceiling", "bandwidth")
     for col in cols:
@@ -179,7 +192,7 @@ def compare(c: Comparison) -> None:
             f"for {_pct(c.kv_extra_bytes_fraction)} bytes per step"
         )
     for note in c.notes:
-        console.print(f"[dim]note:[/] {note}")
+        console.print(f"[dim]note:[/] {escape(note)}")
 
 
 def fit(f: Fit, path: str | None) -> None:
@@ -217,7 +230,8 @@ def fit(f: Fit, path: str | None) -> None:
         "fixed TTFT offset", pm(f.ttft_offset_s, u["ttft_offset_s"], seconds), "", status("ttft_offset_s")
     )
     console.print(
-        f"[bold]{f.model}[/] on [bold]{f.gpu}[/]: {f.rows} observations from {f.points} load points"
+        f"[bold]{escape(f.model)}[/] on [bold]{escape(f.gpu)}[/]: "
+        f"{f.rows} observations from {f.points} load points"
     )
     console.print(t)
     for label, key in (("TTFT", "ttft"), ("TPOT", "tpot")):
@@ -227,18 +241,18 @@ def fit(f: Fit, path: str | None) -> None:
                 f"{label} error, mean |pred/meas - 1|: before [bold]{b:.1%}[/], after [bold]{a:.1%}[/]"
             )
     for w in f.warnings:
-        err.print(f"warning: {w}")
+        err.print(f"warning: {escape(w)}")
     if path:
         console.print(
-            f"calibration written to {path}: pass it to `estimate` or `simulate` with --calibration"
+            f"calibration written to {escape(path)}: pass it to `estimate` or `simulate` with --calibration"
         )
 
 
 def probe(p: Probe, path: str | None) -> None:
     console.print(
-        f"[bold]{p.name}[/]: fp32 matmul {si(p.peak_flops_fp32, 'FLOP/s')}, streaming bandwidth "
+        f"[bold]{escape(p.name)}[/]: fp32 matmul {si(p.peak_flops_fp32, 'FLOP/s')}, streaming bandwidth "
         f"{si(p.bandwidth_bytes_per_s, 'B/s')}, ridge {p.ridge:,.1f} FLOPs/byte, "
         f"memory {si(p.memory_bytes, 'B')}"
     )
     if path:
-        console.print(f"saved to {path}: `ridgeline estimate --gpu {p.name}` now uses it")
+        console.print(f"saved to {escape(path)}: `ridgeline estimate --gpu {escape(p.name)}` now uses it")

@@ -10,14 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ridgeline import metrics
-from ridgeline.measure import records
-from ridgeline.measure.client import Endpoint, Stream, clock, make_client, send
+from ridgeline.checks import check_positive, check_size
+from ridgeline.measure import records, workload
+from ridgeline.measure.client import (
+    CONNECT_KINDS,
+    MAX_TIMEOUT_S,
+    Endpoint,
+    Stream,
+    classify,
+    clock,
+    make_client,
+    send,
+)
 from ridgeline.measure.tokens import Tokenizer, discover, local_tokenizer
 from ridgeline.measure.workload import Point, arrival_gaps_s, exact_prompt, request_seed
 
@@ -26,6 +37,9 @@ WARMUP_TOKENS = 4  # output tokens of a warm-up request
 
 @dataclass(frozen=True)
 class Plan:
+    """What to send. Every number is checked here, not only by the command line: a NaN
+    burstiness would spin the arrival sampler forever, a zero rate divide by zero."""
+
     points: list[Point]
     requests: int  # per point
     output_tokens: int
@@ -35,6 +49,73 @@ class Plan:
     burstiness: float = 1.0
     seed: int = 0
     tokenizer: str | None = None  # a local .gguf or tokenizer.json
+
+    def __post_init__(self) -> None:
+        if not self.points:
+            from ridgeline.errors import RidgelineError
+
+            raise RidgelineError("no load points: give --concurrency or --rate")
+        for p in self.points:
+            workload.check_point(p)
+        check_size("--requests", self.requests, maximum=workload.MAX_REQUESTS)
+        check_size("--output-tokens", self.output_tokens, maximum=workload.MAX_TOKENS)
+        check_size("--warmup", self.warmup, minimum=0, maximum=workload.MAX_WARMUP)
+        check_size("--seed", self.seed, minimum=-(2**63), maximum=2**63 - 1)
+        workload.check_burstiness(self.burstiness)
+        if self.duration_s is not None:
+            check_positive("--duration", self.duration_s, hi=MAX_TIMEOUT_S)
+
+
+class Unreachable(Exception):
+    """No request at a load point got a connection (or none got through TLS): the run
+    stops, since every later request would fail the same way."""
+
+    def __init__(self, kind: str, url: str, detail: str, failed: int = 0, where: str = "") -> None:
+        self.kind, self.url, self.detail, self.failed, self.where = kind, url, detail, failed, where
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        scope = f" for all {self.failed} requests at {self.where}" if self.failed else ""
+        if self.kind == "TLS error":
+            return (
+                f"TLS with {self.url} failed{scope} ({self.detail}): pass --ca-bundle FILE for a "
+                "private CA, or --insecure"
+            )
+        return (
+            f"server unreachable at {self.url}: {self.kind}{scope} ({self.detail}); "
+            "is it running, and is the URL right?"
+        )
+
+
+class Stop:
+    """A signal handler (signal.signal(SIGTERM, stop)) that stops a run as Ctrl-C does:
+    the run's task is cancelled at its next await, so no record is torn, the pending ones
+    are written, and the caller prints the summary. `signum` says which signal came."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.signum = signum
+        if self._loop is not None and self._task is not None:
+            self._loop.call_soon_threadsafe(self._task.cancel)
+
+    async def guard(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run `coro` so that the signal cancels it; a signal before it starts skips it."""
+        if self.signum is not None:
+            coro.close()
+            return
+        self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+        try:
+            await coro
+        except asyncio.CancelledError:
+            if self.signum is None:
+                raise  # not ours: Ctrl-C, whose handler turns it into KeyboardInterrupt
+        finally:
+            self._loop = self._task = None
 
 
 @dataclass
@@ -60,11 +141,30 @@ class Writer:
     hooks: Hooks
     written: int = 0
     pending: dict[asyncio.Task[None], Callable[[], dict[str, Any]]] = field(default_factory=dict)
+    point_written: int = 0  # of the current load point, and their errors by kind
+    point_kinds: Counter[str] = field(default_factory=Counter)
+    point_error: str = ""  # the last error message of the point
 
     def write(self, rec: dict[str, Any]) -> None:
         metrics.append_record(self.handle, rec)
         self.written += 1
+        self.point_written += 1
+        if rec.get("error"):
+            self.point_kinds[str(rec.get("error_kind"))] += 1
+            self.point_error = str(rec["error"])
         self.hooks.on_record(rec)
+
+    def start_point(self) -> None:
+        self.point_written, self.point_kinds, self.point_error = 0, Counter(), ""
+
+    def unreachable(self, ep: Endpoint, point: Point) -> Unreachable | None:
+        """Every request of the point failed before a connection: the server is not there."""
+        failed = sum(self.point_kinds[k] for k in CONNECT_KINDS)
+        if not self.point_written or failed < self.point_written:
+            return None
+        kind = self.point_kinds.most_common(1)[0][0]
+        detail = self.point_error.removeprefix(f"{kind}: ")
+        return Unreachable(kind, ep.shown_url, detail, failed, point.label)
 
     def flush_pending(self) -> None:
         """Interrupted: write what background counts were still waiting for."""
@@ -76,9 +176,15 @@ class Writer:
 
 
 async def choose_tokenizer(client: Any, ep: Endpoint, plan: Plan, hooks: Hooks) -> Tokenizer:
+    import httpx
+
     if plan.tokenizer:
         return local_tokenizer(plan.tokenizer)
-    found = await discover(client, ep.base_url, ep.model)
+    try:
+        found = await discover(client, ep.base_url, ep.model)
+    except httpx.TransportError as exc:  # no connection at all: say so now, not after every request
+        kind, message = classify(exc, Stream(), ep)
+        raise Unreachable(kind, ep.shown_url, ep.redactor.clip(message)) from None
     if found:
         return found
     hooks.on_note(
@@ -122,12 +228,15 @@ async def run(plan: Plan, ep: Endpoint, out: Path, resume: bool, hooks: Hooks) -
                     if not todo[point]:
                         continue
                     hooks.on_point(index, point, len(todo[point]))
+                    writer.start_point()
                     for p, rid in warm:
                         if p == point:
                             await send(client, ep, prompts[p, rid].text, WARMUP_TOKENS)
                     run_point = closed_loop if point.rate_per_s is None else open_loop
                     await run_point(client, ep, tok, plan, point, todo[point], prompts, writer, run_start)
                     await asyncio.gather(*writer.pending)
+                    if (dead := writer.unreachable(ep, point)) is not None:
+                        raise dead
             finally:
                 writer.flush_pending()
     return writer.written

@@ -13,9 +13,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ridgeline.metrics import MAX_RECORD_TOKENS
+
 
 class MalformedStream(ValueError):
     """A data event that is not a JSON object, nor `[DONE]`."""
+
+
+# Messages quote what the server sent at this length; the client redacts them and only then
+# cuts them to a record's length, so a secret the server echoed is never left half-cut.
+QUOTE_CHARS = 4096
 
 
 @dataclass(frozen=True)
@@ -64,8 +71,13 @@ def _usage(obj: dict[str, Any]) -> tuple[int | None, int | None]:
     usage = obj.get("usage")
     if not isinstance(usage, dict):
         return None, None
-    out, inp = usage.get("completion_tokens"), usage.get("prompt_tokens")
-    return (int(out) if isinstance(out, int) else None, int(inp) if isinstance(inp, int) else None)
+    return _count(usage.get("completion_tokens")), _count(usage.get("prompt_tokens"))
+
+
+def _count(value: Any) -> int | None:
+    """A token count a server reports, if it is one (a bool, a negative or a float is not)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_RECORD_TOKENS
+    return int(value) if ok else None
 
 
 def _choice_text(choice: dict[str, Any]) -> tuple[str, bool]:
@@ -88,17 +100,17 @@ def interpret(data: str) -> list[Chunk]:
         return [Chunk(done=True)]
     try:
         obj = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         lines = data.split("\n")
         if len(lines) > 1:
             return [c for line in lines for c in interpret(line)]
-        raise MalformedStream(f"not JSON: {data[:60]!r}") from None
+        raise MalformedStream(f"not JSON: {data[:QUOTE_CHARS]}") from None
     if not isinstance(obj, dict):
-        raise MalformedStream(f"not a JSON object: {data[:60]!r}")
+        raise MalformedStream(f"not a JSON object: {data[:QUOTE_CHARS]}")
     if "error" in obj:
         err = obj["error"]
         message = err.get("message", err) if isinstance(err, dict) else err
-        return [Chunk(error=str(message)[:200])]
+        return [Chunk(error=str(message)[:QUOTE_CHARS])]
     choices = obj.get("choices")
     if choices is not None and not isinstance(choices, list):
         raise MalformedStream("'choices' is not a list")
@@ -108,6 +120,7 @@ def interpret(data: str) -> list[Chunk]:
             raise MalformedStream("a choice is not an object")
         piece, carries = _choice_text(choice)
         text, bearing = text + piece, bearing or carries
-        finish = choice.get("finish_reason") or finish
+        reason = choice.get("finish_reason")
+        finish = reason[:40] if isinstance(reason, str) and reason else finish
     out, inp = _usage(obj)
     return [Chunk(text, bearing, False, finish, out, inp)]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.measure.client import join_url, server_root
 
 ENDPOINTS = (
     ("/extras/tokenize", "input"),
@@ -44,16 +45,19 @@ class Tokenizer:
             body["model"] = self.model
         resp = await client.post(self.url, json=body)
         resp.raise_for_status()
-        data = resp.json()
-        return int(data["count"]) if "count" in data else len(data["tokens"])
+        try:
+            data = resp.json()
+        except RecursionError:
+            raise ValueError("the tokenize reply is nested too deeply") from None
+        count = data.get("count") if isinstance(data, dict) else None
+        if count is None and isinstance(data, dict) and isinstance(data.get("tokens"), list):
+            count = len(data["tokens"])
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise ValueError("the tokenize reply holds no count of tokens")
+        return count
 
     async def count_generated(self, client: Any, text: str) -> int:
         return max(await self.count(client, text) - self.overhead, 0)
-
-
-def server_root(base_url: str) -> str:
-    root = base_url.rstrip("/")
-    return root[: -len("/v1")] if root.endswith("/v1") else root
 
 
 async def discover(client: Any, base_url: str, model: str) -> Tokenizer | None:
@@ -62,11 +66,13 @@ async def discover(client: Any, base_url: str, model: str) -> Tokenizer | None:
 
     root = server_root(base_url)
     for path, key in ENDPOINTS:
-        tok = Tokenizer("server", url=root + path, key=key, model=model)
+        tok = Tokenizer("server", url=join_url(root, path), key=key, model=model)
         try:
             tok.overhead = await tok.count(client, "")
             if await tok.count(client, "hello world") <= tok.overhead:
                 continue
+        except (httpx.ConnectError, httpx.ConnectTimeout):
+            raise  # no server there: every other endpoint would fail the same way
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             continue
         return tok

@@ -15,7 +15,18 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from ridgeline.checks import check_number, check_size
 from ridgeline.measure.tokens import Tokenizer
+
+# Bounds on what a run may ask for: beyond them a typo, not a benchmark. Prompts are built
+# in memory before the run starts (two words per token), and each slot of concurrency is a
+# connection and a task.
+MAX_TOKENS = 10_000_000  # prompt or output tokens of one request
+MAX_CONCURRENCY = 100_000
+MAX_REQUESTS = 1_000_000  # per load point
+MAX_WARMUP = 10_000
+RATE_RANGE = (1e-6, 1e6)  # requests per second
+BURSTINESS_RANGE = (1e-3, 1e3)  # gamma shape: from near-all-at-once to near-clockwork
 
 _COMMON = """
 the of and to in is that it was for on are as with his they at be this from have or by one had
@@ -60,18 +71,42 @@ class Point:
         )
 
 
+def check_rate(rate_per_s: Any) -> float:
+    lo, hi = RATE_RANGE
+    return check_number("--rate", rate_per_s, lo=lo, hi=hi, hint=" (requests per second)")
+
+
+def check_burstiness(burstiness: Any) -> float:
+    lo, hi = BURSTINESS_RANGE
+    return check_number("--burstiness", burstiness, lo=lo, hi=hi, hint=" (1 is Poisson)")
+
+
+def check_point(p: Point) -> Point:
+    check_size("--prompt-tokens", p.prompt_tokens, maximum=MAX_TOKENS)
+    if p.concurrency is not None:
+        check_size("--concurrency", p.concurrency, maximum=MAX_CONCURRENCY)
+    if p.rate_per_s is not None:
+        check_rate(p.rate_per_s)
+    return p
+
+
 def grid(prompts: list[int], concurrencies: list[int], rates: list[float] | None) -> list[Point]:
-    """Every combination, prompt lengths ascending, then the load ascending."""
+    """Every combination, prompt lengths ascending, then the load ascending; a value
+    given twice runs once."""
     if rates:
         cap = max(concurrencies) if concurrencies else None
-        return [Point(p, cap, r) for p in sorted(prompts) for r in sorted(rates)]
-    return [Point(p, c) for p in sorted(prompts) for c in sorted(concurrencies)]
+        points = [Point(p, cap, r) for p in sorted(set(prompts)) for r in sorted(set(rates))]
+    else:
+        points = [Point(p, c) for p in sorted(set(prompts)) for c in sorted(set(concurrencies))]
+    return [check_point(p) for p in points]
 
 
 def arrival_gaps_s(n: int, rate_per_s: float, burstiness: float, seed: int) -> list[float]:
-    """Gaps between arrivals: gamma(shape k, scale 1/(k x rate)), mean 1/rate."""
+    """Gaps between arrivals: gamma(shape k, scale 1/(k x rate)), mean 1/rate. The rate and
+    the shape are checked first: gammavariate with a NaN shape never returns."""
+    rate, shape = check_rate(rate_per_s), check_burstiness(burstiness)
     rng = random.Random(seed)
-    return [rng.gammavariate(burstiness, 1.0 / (burstiness * rate_per_s)) for _ in range(n)]
+    return [rng.gammavariate(shape, 1.0 / (shape * rate)) for _ in range(n)]
 
 
 def _words(seed: str, n: int) -> list[str]:
