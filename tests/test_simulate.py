@@ -361,14 +361,14 @@ def test_records_are_the_shared_schema() -> None:
 
 def test_user_mistakes_are_one_line_errors() -> None:
     m = Deployment().machine()
-    for workload, fragment in (
-        (Workload(rate_per_s=-1.0), "--rate"),
-        (Workload(requests=0, duration_s=None), "--requests"),
-        (Workload(concurrency=0), "--concurrency"),
-        (Workload(prefix_hit_rate=1.0), "--prefix-hit-rate"),
+    for fields, fragment in (
+        ({"rate_per_s": -1.0}, "--rate"),
+        ({"requests": 0, "duration_s": None}, "--requests"),
+        ({"concurrency": 0}, "--concurrency"),
+        ({"prefix_hit_rate": 1.0}, "--prefix-hit-rate"),
     ):
-        with pytest.raises(RidgelineError, match=fragment):
-            simulate(workload=workload, machine=m)
+        with pytest.raises(RidgelineError, match=fragment):  # refused where it is built
+            simulate(workload=Workload(**fields), machine=m)
     with pytest.raises(RidgelineError, match="max-num-batched-tokens"):
         simulate(engine=EngineConfig(max_num_batched_tokens=64), machine=m)
     with pytest.raises(RidgelineError, match="more KV cache"):

@@ -6,7 +6,6 @@ inside the commands.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, Optional
 
@@ -25,7 +24,9 @@ BANDWIDTH_EFF = typer.Option(None, "--bandwidth-eff", help="Fraction of bandwidt
 GPU_FILE = typer.Option(None, "--gpu-file", help="Extra accelerators, TOML or JSON.")
 CALIBRATION = typer.Option(None, "--calibration", help="Calibration JSON from `ridgeline fit`.")
 ARRIVAL = typer.Option("poisson", "--arrival", help="poisson, gamma (see --burstiness) or constant.")
-BURSTINESS = typer.Option(1.0, "--burstiness", help="Gamma shape k: 1 is Poisson, below 1 burstier.")
+BURSTINESS = typer.Option(
+    1.0, "--burstiness", help="Gamma shape k, 0.01 to 100: 1 is Poisson, below 1 burstier."
+)
 PROMPT = typer.Option(
     2000, "--prompt-tokens", "-p", help="Prompt tokens (the mean when a --prompt-dist is set)."
 )
@@ -33,16 +34,16 @@ OUTPUT = typer.Option(
     500, "--output-tokens", "-o", help="Output tokens M, decode steps (the mean with --output-dist)."
 )
 PROMPT_DIST = typer.Option(
-    "fixed", "--prompt-dist", help="fixed, uniform[:W], lognormal[:SIGMA] or file:PATH."
+    "fixed", "--prompt-dist", help="fixed, uniform[:W], lognormal[:SIGMA <= 3] or file:PATH."
 )
 OUTPUT_DIST = typer.Option(
-    "fixed", "--output-dist", help="fixed, uniform[:W], lognormal[:SIGMA] or file:PATH."
+    "fixed", "--output-dist", help="fixed, uniform[:W], lognormal[:SIGMA <= 3] or file:PATH."
 )
 MAX_SEQS = typer.Option(256, "--max-num-seqs", help="Sequences running at once, per replica.")
 MAX_TOKENS = typer.Option(
     8192, "--max-num-batched-tokens", help="Token budget of one step (chunked prefill)."
 )
-BLOCK = typer.Option(16, "--block-tokens", help="Tokens per KV-cache block.")
+BLOCK = typer.Option(16, "--block-tokens", help="Tokens per KV-cache block (1 to 1024).")
 UTILIZATION = typer.Option(0.9, "--gpu-memory-utilization", help="Fraction of memory for weights and KV.")
 HIT_RATE = typer.Option(0.0, "--prefix-hit-rate", help="Fraction of each prompt found in the prefix cache.")
 SHARED = typer.Option(0, "--shared-prefix", help="Tokens of a prefix every prompt shares (kept cached).")
@@ -69,11 +70,11 @@ def simulate(
     bandwidth_eff: Optional[float] = BANDWIDTH_EFF,
     gpu_file: Optional[str] = GPU_FILE,
     calibration: Optional[str] = CALIBRATION,
-    replicas: int = typer.Option(1, "--replicas", help="Identical replicas behind the router."),
-    router: str = typer.Option("round-robin", "--router", help="round-robin or least-outstanding."),
-    rate: Optional[float] = typer.Option(
-        None, "--rate", help="Requests per second, fleet-wide [default: 2]."
+    replicas: int = typer.Option(
+        1, "--replicas", help="Identical replicas behind the router (at most 1000)."
     ),
+    router: str = typer.Option("round-robin", "--router", help="round-robin or least-outstanding."),
+    rate: Optional[float] = typer.Option(None, "--rate", help="Requests per second, fleet-wide (default 2)."),
     arrival: str = ARRIVAL,
     burstiness: float = BURSTINESS,
     concurrency: Optional[int] = typer.Option(
@@ -83,8 +84,10 @@ def simulate(
         0.0, "--think-time", help="Closed loop: seconds between a reply and the next."
     ),
     trace: Optional[str] = TRACE,
-    requests: Optional[int] = typer.Option(None, "--requests", "-n", help="Requests to send."),
-    duration: Optional[float] = typer.Option(None, "--duration", help="Seconds of arrivals [default: 60]."),
+    requests: Optional[int] = typer.Option(
+        None, "--requests", "-n", help="Requests to send (at most 10,000,000)."
+    ),
+    duration: Optional[float] = typer.Option(None, "--duration", help="Seconds of arrivals (default 60)."),
     prompt: int = PROMPT,
     output: int = OUTPUT,
     prompt_dist: str = PROMPT_DIST,
@@ -113,6 +116,8 @@ def simulate(
     from ridgeline.simulate.run import Deployment
     from ridgeline.simulate.run import simulate as run
 
+    if out:
+        out_files.check_out_path(out)
     deployment = Deployment(
         model,
         gpu,
@@ -203,9 +208,14 @@ def plan(
     slo_tpot_p99: Optional[float] = SLO_TPOT,
     slo_e2e_p99: Optional[float] = SLO_E2E,
     requests: Optional[int] = typer.Option(
-        None, "--requests", "-n", help="Requests per simulated run [default: 150 system turnovers]."
+        None,
+        "--requests",
+        "-n",
+        help="Requests per simulated run, 100 to 1,000,000 (default: 150 system turnovers).",
     ),
-    seeds: int = typer.Option(5, "--seeds", help="Runs (seeds) per deployment; the plan takes mean - 2 sd."),
+    seeds: int = typer.Option(
+        5, "--seeds", help="Runs (seeds) per deployment, 2 to 100; the plan takes mean - 2 sd."
+    ),
     price: Optional[float] = typer.Option(None, "--price", help="$ per GPU-hour (default: the catalogue's)."),
     as_json: bool = JSON,
 ) -> None:
@@ -214,10 +224,7 @@ def plan(
     from ridgeline.simulate.engine import EngineConfig
     from ridgeline.simulate.run import Deployment
 
-    if rate is not None and not rate > 0:
-        from ridgeline.errors import RidgelineError
-
-        raise RidgelineError(f"--rate (the fleet's target) must be positive, got {rate:g}")
+    planner.check_plan(rate, requests, seeds)
     w = _workload(
         1.0,
         arrival,
@@ -236,7 +243,12 @@ def plan(
         shared_prefix,
     )
     if trace:
-        w = _lengths_from_trace(w, trace)
+        from dataclasses import replace
+
+        from ridgeline.simulate.workload import lengths_from_trace, read_trace
+
+        prompt_lengths, output_lengths = lengths_from_trace(read_trace(trace))
+        w = replace(w, prompt=prompt_lengths, output=output_lengths)
     cfg = EngineConfig(max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization)
     slo = _slo(slo_ttft_p99, slo_tpot_p99, slo_e2e_p99)
     specs = planner.parse_deployments(compare, weights) if compare else [(gpu, tp, weights)]
@@ -246,6 +258,7 @@ def plan(
         )
         for g, t, wt in specs
     ]
+    planner.check_plan(rate, requests, seeds, len(deployments))
     for d in deployments:
         d.machine()  # bad names fail before any simulation
     estimate = len(deployments) * (seeds * 8 + 2)
@@ -314,28 +327,13 @@ def _workload(
     )
 
 
-def _lengths_from_trace(w: Any, path: str) -> Any:
-    """For planning, a trace gives the length mix; arrivals are drawn at each trial rate."""
-    from dataclasses import replace
-
-    from ridgeline.simulate.workload import Lengths, read_trace
-
-    t = read_trace(path)
-    prompt = Lengths("file", max(1, round(sum(t.prompt) / len(t.prompt))), 0.0, t.prompt)
-    output = Lengths(
-        "file", max(1, round(sum(t.output) / len(t.output))), 0.0, tuple(max(o, 1) for o in t.output)
-    )
-    return replace(w, prompt=prompt, output=output)
-
-
 def _slo(ttft: Optional[float], tpot: Optional[float], e2e: Optional[float]) -> Any:
-    from ridgeline.errors import RidgelineError
     from ridgeline.metrics import Slo
+    from ridgeline.simulate.run import check_slo
 
-    for name, value in (("--slo-ttft-p99", ttft), ("--slo-tpot-p99", tpot), ("--slo-e2e-p99", e2e)):
-        if value is not None and not value > 0:
-            raise RidgelineError(f"{name} must be positive (seconds), got {value:g}")
-    return Slo(ttft, tpot, e2e)
+    slo = Slo(ttft, tpot, e2e)
+    check_slo(slo)
+    return slo
 
 
 def _slo_or_none(ttft: Optional[float], tpot: Optional[float], e2e: Optional[float]) -> Any:
@@ -349,7 +347,10 @@ def _plan_dict(p: Any) -> dict[str, Any]:
 
 
 def _emit(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    """Strict JSON on stdout: a NaN or an infinity is a bug, and fails here."""
+    from ridgeline._files import dumps
+
+    sys.stdout.write(dumps(data) + "\n")
 
 
 class _progress:

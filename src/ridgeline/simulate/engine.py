@@ -21,20 +21,42 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ridgeline.checks import MAX_COUNT, MAX_TOKENS, check_fraction, check_size
+from ridgeline.errors import RidgelineError
 from ridgeline.ledger import attended_pairs, cached_tokens
-from ridgeline.simulate.kvcache import KvCache
+from ridgeline.simulate.kvcache import MAX_BLOCK_TOKENS, KvCache
 from ridgeline.simulate.requests import DECODE, DONE, Requests
 from ridgeline.simulate.scheduler import schedule
 from ridgeline.simulate.steptime import DecodeRun, StepModel
 
+MAX_ITERATIONS = 100_000_000  # engine steps (or jumped runs) of one replica in one run
+
 
 @dataclass(frozen=True)
 class EngineConfig:
+    """vLLM's knobs, checked when built."""
+
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     block_tokens: int = 16
     gpu_memory_utilization: float = 0.9
     jump: bool = True  # closed-form runs of decode steps; False steps one by one
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        check_size("--max-num-seqs", self.max_num_seqs, 1, MAX_COUNT)
+        check_size("--max-num-batched-tokens", self.max_num_batched_tokens, 1, MAX_TOKENS)
+        check_size("--block-tokens", self.block_tokens, 1, MAX_BLOCK_TOKENS)
+        check_fraction("--gpu-memory-utilization", self.gpu_memory_utilization)
+        if not isinstance(self.jump, bool):
+            raise RidgelineError(f"jump must be True or False, got {self.jump!r}")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise RidgelineError(
+                f"--max-num-batched-tokens {self.max_num_batched_tokens} is below --max-num-seqs "
+                f"{self.max_num_seqs}: every running sequence needs a token each step; raise it"
+            )
 
 
 class Trace:
@@ -117,6 +139,7 @@ class Engine:
         """Run every step that starts before `barrier` (all of them by default)."""
         arrival = self.r.arrival_s
         pending = self.pending
+        rows = self.trace.t_s
         while True:
             nxt, t = self.next, self.t
             while nxt < len(pending) and arrival[pending[nxt]] <= t:
@@ -130,6 +153,11 @@ class Engine:
                 continue
             if t >= barrier:
                 return
+            if len(rows) >= MAX_ITERATIONS:
+                raise RidgelineError(
+                    f"a replica has run {MAX_ITERATIONS:,} engine steps, the most one run takes: send "
+                    "fewer or shorter requests, add --replicas, or drop --no-jump"
+                )
             self.iterate(barrier)
 
     def iterate(self, barrier: float) -> None:

@@ -13,10 +13,12 @@ import math
 from dataclasses import dataclass
 
 from ridgeline import ledger, memory, parallel
+from ridgeline.checks import MAX_COUNT, MAX_TOKENS, check_fraction, check_size
 from ridgeline.errors import RidgelineError
 from ridgeline.roofline import Machine
 
 BLOCK_TOKENS = 16
+MAX_BLOCK_TOKENS = 1024  # vLLM offers 8 to 128; the engine counts a block's residues one by one
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,10 @@ def kv_cache(
 ) -> KvCache:
     """The cache a deployment has once the memory plan for a full step (max_num_seqs
     sequences sharing max_num_batched_tokens) has set the weights and activations aside."""
-    if not 0 < utilization <= 1:
-        raise RidgelineError(f"--gpu-memory-utilization must lie in (0, 1], got {utilization:g}")
+    check_size("--block-tokens", block_tokens, 1, MAX_BLOCK_TOKENS)
+    check_size("--max-num-seqs", max_num_seqs, 1, MAX_COUNT)
+    check_size("--max-num-batched-tokens", max_num_batched_tokens, 1, MAX_TOKENS)
+    check_fraction("--gpu-memory-utilization", utilization)
     context = max(1, math.ceil(max_num_batched_tokens / max_num_seqs))
     p = memory.plan(m, context, max_num_seqs, utilization=utilization, suggest=False)
     g = p.per_gpu
@@ -54,9 +58,16 @@ def kv_cache(
     per_token = ledger.kv_bytes_per_token(m.arch, m.prec) * parallel.kv_share_per_gpu(m.arch, m.par)
     blocks = int(room // (block_tokens * per_token)) if room > 0 else 0
     if blocks <= 0:
+        if g.usable_bytes - g.weight_bytes - g.overhead_bytes > 0:  # the step's activations crowd it out
+            raise RidgelineError(
+                f"a step of --max-num-seqs {max_num_seqs:,} sequences sharing --max-num-batched-tokens "
+                f"{max_num_batched_tokens:,} needs {g.activation_bytes / 1e9:.3g} GB of activations, "
+                f"leaving no room for a KV cache on {m.par.gpus}x {m.hw.name} "
+                f"({g.usable_bytes / 1e9:.1f} GB usable per GPU): lower them"
+            )
         raise RidgelineError(
             f"{m.arch.name} in {m.prec.weights} leaves no room for a KV cache on {m.par.gpus}x {m.hw.name} "
             f"(weights {g.weight_bytes / 1e9:.1f} GB of {g.usable_bytes / 1e9:.1f} GB usable per GPU): "
-            "raise --tp or choose narrower --weights"
+            "raise --tp or --gpu-memory-utilization, or choose narrower --weights"
         )
     return KvCache(block_tokens, blocks, room, per_token)

@@ -13,6 +13,11 @@ lowest): a rate that runs of this length meet about 98% of the time.
 Cost at a fleet rate R: replicas = ceil(R / rate per replica), GPUs = replicas x GPUs per
 replica, $ per hour = GPUs x price, and $ per million tokens = $ per hour / (R x tokens per
 request x 3600) x 1e6, counting input and output tokens (and output tokens alone).
+
+Every step of the search simulates `requests` for each seed and deployment, so the plan
+refuses more than MAX_PLAN_WORK of them (deployments x seeds x requests per run, the
+automatic run length counted at its largest), as well as more than MAX_SEEDS seeds,
+MAX_RUN_REQUESTS requests a run or MAX_DEPLOYMENTS deployments: a plan ends in minutes.
 """
 
 from __future__ import annotations
@@ -24,21 +29,29 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ridgeline import metrics, request
+from ridgeline.checks import check_number, check_price, check_size
 from ridgeline.errors import RidgelineError
 from ridgeline.roofline import Machine
 from ridgeline.simulate import report
 from ridgeline.simulate.engine import EngineConfig
 from ridgeline.simulate.kvcache import kv_cache
-from ridgeline.simulate.run import Deployment, simulate
-from ridgeline.simulate.workload import Workload
+from ridgeline.simulate.run import Deployment, check_slo, simulate
+from ridgeline.simulate.workload import MAX_RATE_PER_S, MAX_SEED, MAX_SPAN_S, Workload, check_context
 
 TOLERANCE = 1.01  # bisection stops when hi / lo is below this
 BRACKET = 1.25  # step when bracketing from the core's guess
 NEAR = 1.05  # step when bracketing from the seeds already found
-NEAR = 1.05  # step when bracketing from the seeds already found
 MAX_BRACKET_STEPS = 40
+MAX_DOWN_STEPS = 1000  # bracketing down stops at the floor long before this
 RUN_TURNOVERS = 150  # requests per run / in-system requests
 MIN_REQUESTS, MAX_REQUESTS = 2000, 40000
+# What a user may ask for: the search runs several trial rates per seed, each a run of
+# `requests` for every seed and deployment, so their product bounds the work.
+MAX_SEEDS = 100
+MAX_RUN_REQUESTS = 1_000_000  # --requests per run
+MAX_PLAN_WORK = 8_000_000  # deployments x seeds x requests per run
+MAX_DEPLOYMENTS = 16  # --compare entries
+MIN_TARGET_RATE_PER_S = 1e-6  # a request every 11.6 days
 
 Tick = Callable[[], None]
 
@@ -82,24 +95,68 @@ class Capacity:
 
 def parse_deployments(spec: str, weights: str) -> list[tuple[str, int, str]]:
     """`GPU[:TP[:WEIGHTS]]`, comma-separated: `h100-sxm:1:bf16,h200:1:fp8,a100-80gb-sxm:2`."""
+    items = spec.split(",")
+    if len(items) > MAX_DEPLOYMENTS:
+        raise RidgelineError(
+            f"--compare lists {len(items):,} deployments; plan at most {MAX_DEPLOYMENTS} at a time"
+        )
     out = []
-    for item in spec.split(","):
+    for item in items:
         parts = [p.strip() for p in item.strip().split(":")]
         if not parts[0] or len(parts) > 3:
             raise RidgelineError(
-                f"--compare entry '{item}' is not GPU[:TP[:WEIGHTS]]; e.g. h100-sxm:1:bf16,h200:1:fp8"
+                f"--compare entry {item!r} is not GPU[:TP[:WEIGHTS]]; e.g. h100-sxm:1:bf16,h200:1:fp8"
             )
-        tp = parts[1] if len(parts) > 1 and parts[1] else "1"
-        if not tp.isdigit() or int(tp) < 1:
-            raise RidgelineError(f"--compare entry '{item}': TP '{tp}' must be a whole number >= 1")
-        out.append((parts[0], int(tp), parts[2] if len(parts) > 2 and parts[2] else weights))
+        text = parts[1] if len(parts) > 1 and parts[1] else "1"
+        tp = int(text) if text.isascii() and text.isdigit() and len(text) <= 30 else 0
+        if tp < 1:
+            raise RidgelineError(
+                f"--compare entry {item!r}: TP {text!r} must be a whole number of GPUs, such as 1, 2, 4 or 8"
+            )
+        out.append((parts[0], tp, parts[2] if len(parts) > 2 and parts[2] else weights))
     return out
+
+
+def check_plan(
+    target_rate_per_s: float | None, requests: int | None, seeds: int, deployments: int = 1
+) -> None:
+    """The plan's own inputs, and the bound on its work."""
+    if target_rate_per_s is not None:
+        check_number(
+            "--rate",
+            target_rate_per_s,
+            lo=MIN_TARGET_RATE_PER_S,
+            hi=MAX_RATE_PER_S,
+            hint=" (the fleet's target, requests per second)",
+        )
+    try:
+        if requests is not None:
+            check_size("--requests", requests, 100, MAX_RUN_REQUESTS)
+    except RidgelineError as exc:
+        raise RidgelineError(f"{exc}: a p99 needs 100 requests a run") from None
+    try:
+        check_size("--seeds", seeds, 2, MAX_SEEDS)
+    except RidgelineError as exc:
+        raise RidgelineError(f"{exc}: two runs at least measure the run-to-run spread") from None
+    per_run = MAX_REQUESTS if requests is None else requests
+    work = deployments * seeds * per_run
+    if work > MAX_PLAN_WORK:
+        raise RidgelineError(
+            f"the plan would simulate {deployments} deployment(s) x {seeds} seeds x {per_run:,} requests "
+            f"= {work:,} requests at each step of its search, more than {MAX_PLAN_WORK:,}: "
+            "fewer --seeds, --requests or --compare entries"
+        )
 
 
 def trial(
     m: Machine, w: Workload, cfg: EngineConfig, slo: metrics.Slo, rate: float, seed: int, requests: int
 ) -> Trial:
     """Simulate one run and judge it against the SLO."""
+    if not rate <= MAX_RATE_PER_S:
+        raise RidgelineError(
+            f"the search reached {rate:.3g} requests/s per replica, beyond the {MAX_RATE_PER_S:g}/s the "
+            "simulator plans for: check the SLO and the workload"
+        )
     run = replace(w, rate_per_s=rate, seed=seed, requests=requests, duration_s=None)
     res = simulate(workload=run, engine=cfg, machine=m, summarize=False)
     records = report.make_records(res.reqs, m.eff.ttft_offset_s, None)
@@ -169,13 +226,15 @@ def seed_rate(
                 f"every rate up to {hi:.3g}/s meets the SLO; tighten it or check the workload"
             )
     else:
-        while True:
+        for _ in range(MAX_DOWN_STEPS):
             lo = hi / step
             if lo <= floor:
                 return floor, trials
             if met(lo):
                 break
             hi = lo
+        else:
+            return floor, trials
     while hi / lo > TOLERANCE:
         mid = math.sqrt(lo * hi)
         if met(mid):
@@ -199,25 +258,33 @@ def capacity(
     """The plan for one deployment; `requests` per run defaults to RUN_TURNOVERS turnovers."""
     cfg = engine or EngineConfig()
     tick = tick or (lambda: None)
-    if target_rate_per_s is not None and not target_rate_per_s > 0:
-        raise RidgelineError(f"--rate (the fleet's target) must be positive, got {target_rate_per_s:g}")
-    if requests is not None and requests < 100:
-        raise RidgelineError(f"--requests must be at least 100 for a p99, got {requests}")
-    if seeds < 2:
-        raise RidgelineError(f"--seeds must be at least 2 to measure run-to-run spread, got {seeds}")
-    for name, value in (
-        ("--slo-ttft-p99", slo.ttft_s),
-        ("--slo-tpot-p99", slo.tpot_s),
-        ("--slo-e2e-p99", slo.e2e_s),
-    ):
-        if value is not None and not value > 0:
-            raise RidgelineError(f"{name} must be positive (seconds), got {value:g}")
+    check_plan(target_rate_per_s, requests, seeds)
+    if not isinstance(workload, Workload) or not isinstance(cfg, EngineConfig):
+        raise RidgelineError("capacity() takes a Workload and an EngineConfig")
+    if not isinstance(slo, metrics.Slo):
+        raise RidgelineError(f"slo must be a metrics.Slo, got {type(slo).__name__}")
+    check_slo(slo)
+    if workload.seed + seeds > MAX_SEED:
+        raise RidgelineError(
+            f"--seed {workload.seed} leaves no room for the {seeds} seeds after it; "
+            f"give at most {MAX_SEED - seeds}"
+        )
     m = deployment.machine()
-    price = m.hw.price_per_hour_usd if price_per_gpu_hour is None else price_per_gpu_hour
-    if price < 0:
-        raise RidgelineError(f"--price must not be negative, got {price:g}")
+    price = (
+        m.hw.price_per_hour_usd if price_per_gpu_hour is None else check_price("--price", price_per_gpu_hour)
+    )
+    check_context(workload, m.arch.max_context, m.arch.name)
     first = first_guess(m, workload, cfg)
+    if not (math.isfinite(first.rate_per_s) and first.rate_per_s > 0):
+        raise RidgelineError(
+            f"the core's first guess of the rate is {first.rate_per_s!r}; cannot plan from it"
+        )
     n = first.requests if requests is None else requests
+    if max(n, 200) / (first.rate_per_s / 1000) > MAX_SPAN_S:
+        raise RidgelineError(
+            f"one request takes about {1 / first.rate_per_s:.3g} s of a full replica on {m.par.gpus}x "
+            f"{m.hw.name}: too slow to plan runs of {n:,} requests; choose a faster deployment"
+        )
     floor = alone_check(m, workload, cfg, slo, first.rate_per_s, tick)
     rates: list[float] = []
     trials: list[Trial] = []
@@ -325,6 +392,9 @@ def compare(
     tick: Tick | None = None,
 ) -> list[Capacity]:
     """Each deployment planned on the same workload, cheapest per million tokens first."""
+    if not 1 <= len(deployments) <= MAX_DEPLOYMENTS:
+        raise RidgelineError(f"plan 1 to {MAX_DEPLOYMENTS} deployments at a time, not {len(deployments):,}")
+    check_plan(target_rate_per_s, requests, seeds, len(deployments))
     plans = [
         capacity(d, workload, slo, target_rate_per_s, engine, requests, seeds, price_per_gpu_hour, tick)
         for d in deployments

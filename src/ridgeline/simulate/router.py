@@ -20,8 +20,8 @@ Progress = Callable[[int], None]
 
 
 def check_router(router: str) -> str:
-    if router not in ROUTERS:
-        raise RidgelineError(f"--router '{router}' is unknown: use {' or '.join(ROUTERS)}")
+    if not isinstance(router, str) or router not in ROUTERS:
+        raise RidgelineError(f"--router {router!r} is unknown: use {' or '.join(ROUTERS)}")
     return router
 
 
@@ -46,8 +46,9 @@ def run_fleet(
             continue
         arrival = e.r.arrival_s
         while not e.idle():
-            upcoming = arrival[e.pending[e.next]] if e.next < len(e.pending) else e.t
-            e.run_until(max(e.t, upcoming) + chunk_s)
+            upcoming = max(e.t, arrival[e.pending[e.next]] if e.next < len(e.pending) else e.t)
+            barrier = upcoming + chunk_s
+            e.run_until(barrier if barrier > upcoming else math.inf)  # a chunk lost to rounding: finish
             progress(done + len(e.finished))
         done += len(e.finished)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from ridgeline import metrics
 from ridgeline.calibration import Calibration
+from ridgeline.checks import check_positive, check_size
 from ridgeline.errors import RidgelineError
 from ridgeline.predict import build_machine
 from ridgeline.roofline import Machine
@@ -19,6 +20,11 @@ from ridgeline.simulate.requests import Requests
 from ridgeline.simulate.router import check_router, run_fleet
 from ridgeline.simulate.steptime import StepModel
 from ridgeline.simulate.workload import ClosedLoop, Workload, make_requests
+
+MAX_REPLICAS = 1000
+# least-outstanding looks at every replica at every arrival: requests x replicas such looks
+# (about 6 us each) bound its cost.
+MAX_ROUTING_LOOKS = 100_000_000
 
 
 @dataclass(frozen=True)
@@ -68,19 +74,25 @@ class Result:
 
 
 def check_engine(cfg: EngineConfig, replicas: int) -> None:
-    for flag, value in (
-        ("--max-num-seqs", cfg.max_num_seqs),
-        ("--max-num-batched-tokens", cfg.max_num_batched_tokens),
-        ("--block-tokens", cfg.block_tokens),
-        ("--replicas", replicas),
+    if not isinstance(cfg, EngineConfig):
+        raise RidgelineError(f"engine must be an EngineConfig, got {type(cfg).__name__}")
+    cfg.check()
+    check_size("--replicas", replicas, 1, MAX_REPLICAS)
+
+
+def check_slo(slo: metrics.Slo | None) -> None:
+    """Each target, when given, a finite number of seconds above zero."""
+    if slo is None:
+        return
+    if not isinstance(slo, metrics.Slo):
+        raise RidgelineError(f"slo must be a metrics.Slo, got {type(slo).__name__}")
+    for name, value in (
+        ("--slo-ttft-p99", slo.ttft_s),
+        ("--slo-tpot-p99", slo.tpot_s),
+        ("--slo-e2e-p99", slo.e2e_s),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise RidgelineError(f"{flag} must be a whole number >= 1, got {value!r}")
-    if cfg.max_num_batched_tokens < cfg.max_num_seqs:
-        raise RidgelineError(
-            f"--max-num-batched-tokens {cfg.max_num_batched_tokens} is below --max-num-seqs "
-            f"{cfg.max_num_seqs}: every running sequence needs a token each step; raise it"
-        )
+        if value is not None:
+            check_positive(name, value, hint=" (seconds)")
 
 
 def check_fits(reqs: Requests, start: int, blocks: int, block_tokens: int) -> None:
@@ -110,8 +122,11 @@ def simulate(
     deployment = deployment or Deployment()
     workload = workload or Workload()
     cfg = engine or EngineConfig()
+    if not isinstance(workload, Workload):
+        raise RidgelineError(f"workload must be a Workload, got {type(workload).__name__}")
     check_engine(cfg, replicas)
     check_router(router)
+    check_slo(slo)
     m = machine or deployment.machine()
     kv = kv_cache(
         m, cfg.block_tokens, cfg.gpu_memory_utilization, cfg.max_num_seqs, cfg.max_num_batched_tokens
@@ -123,7 +138,13 @@ def simulate(
             f"--shared-prefix {workload.shared_prefix_tokens:,} tokens fills the whole KV cache "
             f"({kv.tokens:,} tokens); shorten it"
         )
-    reqs = make_requests(workload, m.arch.max_context, bs)
+    reqs = make_requests(workload, m.arch.max_context, bs, m.arch.name)
+    if router == "least-outstanding" and not workload.closed and len(reqs) * replicas > MAX_ROUTING_LOOKS:
+        raise RidgelineError(
+            f"least-outstanding routing of {len(reqs):,} requests over {replicas:,} replicas looks at "
+            f"every replica at every arrival, more than {MAX_ROUTING_LOOKS:,} looks: use --router "
+            "round-robin, fewer replicas or fewer requests"
+        )
     check_fits(reqs, 0, kv.blocks - pinned, bs)
     follow_up = None
     if workload.closed:
@@ -164,7 +185,7 @@ def summarize_run(
     arrivals = reqs.arrival_s
     offered = workload.rate_per_s if workload.trace is None and not workload.closed else None
     if offered is None and len(reqs) > 1 and arrivals[-1] > arrivals[0]:
-        offered = (len(reqs) - 1) / (arrivals[-1] - arrivals[0])
+        offered = report.finite((len(reqs) - 1) / (arrivals[-1] - arrivals[0]))
     summary["input_tokens_per_s"] = sum(reqs.prompt) / max(makespan, 1e-12)
     summary["offered_rate_per_s"] = offered
     summary["overloaded"] = report.overloaded(reqs, workload.closed)
@@ -225,8 +246,9 @@ def warnings(summary: dict[str, Any]) -> list[str]:
     notes = []
     if summary["overloaded"]:
         rate = summary["offered_rate_per_s"]
+        offered = f" ({rate:.3g}/s)" if rate is not None else ""
         notes.append(
-            f"overloaded: requests arrive faster ({rate:.3g}/s) than the fleet serves them "
+            f"overloaded: requests arrive faster{offered} than the fleet serves them "
             f"({summary['requests_per_s']:.3g}/s); the queue and TTFT grow without bound as the run lengthens"
         )
     for key in report.LATENCY_KEYS:
