@@ -68,6 +68,8 @@ def read_user_text(path: str | Path, limit_bytes: int = MAX_DATA_FILE_BYTES) -> 
     """A user's text file, UTF-8, at most `limit_bytes` (a device such as /dev/zero or a
     huge file is refused after that many bytes, not read until memory runs out)."""
     p = Path(path).expanduser()
+    if "\x00" in str(p):
+        raise RidgelineError(f"{str(p)!r} holds a NUL byte; no file has such a name")
     try:
         if p.is_dir():
             raise RidgelineError(f"{str(p)!r} is a folder; give a file")

@@ -225,7 +225,7 @@ def fail(message: object) -> None:
     """One line on stderr, whatever the message holds."""
     from ridgeline.checks import one_line
 
-    sys.stderr.write(f"ridgeline: error: {one_line(str(message))}\n")
+    sys.stderr.write(f"ridgeline: error: {one_line(str(message), 600)}\n")
 
 
 def main(argv: list[str] | None = None) -> int:

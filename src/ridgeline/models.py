@@ -59,6 +59,16 @@ def _hf_config(repo: str) -> Path:
 
 def get_model(spec: str = "llama-3.1-8b") -> Architecture:
     """Resolve --model: catalogue name, path to config.json or .gguf, or org/name."""
+    try:
+        return _resolve(spec)
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, RidgelineError):
+            raise
+        # a name no file system takes: too long, a NUL byte, ...
+        raise unknown_name("model", spec, catalogue_names(), "ridgeline models") from None
+
+
+def _resolve(spec: str) -> Architecture:
     if spec.lower() in catalogue_names():
         return catalogue_model(spec.lower())
     path = Path(spec).expanduser()
@@ -71,7 +81,7 @@ def get_model(spec: str = "llama-3.1-8b") -> Architecture:
     if spec.endswith(".json") or path.is_file():
         return architecture_from_config(_files.read_user_file(path), path.parent.name or path.stem, str(path))
     if path.is_dir() and (path / "config.json").is_file():
-        return get_model(str(path / "config.json"))
+        return _resolve(str(path / "config.json"))
     if spec.count("/") == 1 and not path.exists():
         config = _hf_config(spec)
         return architecture_from_config(_files.read_user_file(config), spec.split("/")[1], str(config))

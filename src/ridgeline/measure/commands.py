@@ -252,6 +252,9 @@ def measure(
         dead = exc
     except RidgelineError:
         raise
+    except OSError as exc:  # a file the user named: unwritable, too long a name, ...
+        where = f": {exc.filename!r}" if exc.filename else ""
+        raise RidgelineError(ep.redactor.clip(f"{exc.strerror or exc}{where}", 500)) from None
     except Exception as exc:  # a bug: the command line reports it in one line, with no secret in it
         raise RuntimeError(ep.redactor.clip(f"{type(exc).__name__}: {exc}", 500)) from None
     finally:
@@ -367,9 +370,7 @@ def fit(
     result = run(m, recs)
     save_calibration(result.calibration(f"ridgeline fit {src.name}"), path)
     if as_json:
-        _emit(result.to_dict() | {"calibration": str(path)})
-        for warning in result.warnings:
-            sys.stderr.write(f"warning: {warning}\n")
+        _emit(result.to_dict() | {"calibration": str(path)})  # its warnings are in the JSON
         return
     render.fit(result, str(path))
 

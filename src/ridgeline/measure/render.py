@@ -240,8 +240,8 @@ def fit(f: Fit, path: str | None) -> None:
             console.print(
                 f"{label} error, mean |pred/meas - 1|: before [bold]{b:.1%}[/], after [bold]{a:.1%}[/]"
             )
-    for w in f.warnings:
-        err.print(f"warning: {escape(w)}")
+    for w in f.warnings:  # part of the report: stderr keeps to one line, for errors
+        console.print(f"[yellow]warning:[/] {escape(w)}")
     if path:
         console.print(
             f"calibration written to {escape(path)}: pass it to `estimate` or `simulate` with --calibration"
