@@ -10,12 +10,12 @@ import time
 
 import numpy as np
 
-from ridgeline.predict import build_machine
+from ridgeline.deployment import Deployment
 from ridgeline.sweep import decode_grid
 
 
 def points_per_s(points: int = 1_000_000, repeats: int = 5) -> float:
-    m = build_machine()
+    m = Deployment.build()
     rng = np.random.default_rng(0)
     batches = rng.integers(1, 512, size=points)
     contexts = rng.integers(0, 32_000, size=points)
@@ -29,9 +29,9 @@ def points_per_s(points: int = 1_000_000, repeats: int = 5) -> float:
 
 
 def scalar_points_per_s(points: int = 2_000) -> float:
-    from ridgeline.request import decode_step
+    from ridgeline.step import decode_step
 
-    m = build_machine()
+    m = Deployment.build()
     t0 = time.perf_counter()
     for i in range(points):
         decode_step(m, i * 7 % 32_000, 1 + i % 511)

@@ -36,9 +36,9 @@ import torch
 import torch.nn.functional as F
 
 from ridgeline.architecture import Architecture
+from ridgeline.deployment import Deployment
 from ridgeline.models import get_model
-from ridgeline.predict import build_machine
-from ridgeline.request import decode_step, prefill_step
+from ridgeline.step import decode_step, prefill_step
 
 
 @dataclass(frozen=True)
@@ -278,7 +278,7 @@ def predictions(
 ) -> tuple[float, float, Any]:
     out = []
     for preset in ("ideal", "lesson"):
-        m = build_machine(arch, gpu, preset=preset)
+        m = Deployment.build(arch, gpu, preset=preset)
         step = prefill_step(m, tokens, batch) if phase == "prefill" else decode_step(m, tokens, batch)
         out.append(step)
     return float(out[0].time_s), float(out[1].time_s), out[0]

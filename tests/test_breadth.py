@@ -10,14 +10,14 @@ import pytest
 
 from conftest import DATA, cli_json, run_cli
 from ridgeline import RidgelineError, estimate
+from ridgeline.deployment import Deployment
 from ridgeline.ledger import distinct_experts, kv_bytes, kv_bytes_per_token, pass_work
 from ridgeline.memory import plan
 from ridgeline.models import get_model
 from ridgeline.operators import operator_rows
 from ridgeline.parallel import make_parallel
 from ridgeline.precision import Precision
-from ridgeline.predict import build_machine
-from ridgeline.request import decode_step
+from ridgeline.step import decode_step, uniform
 from ridgeline.sweep import decode_grid
 
 PUBLISHED = {
@@ -64,7 +64,7 @@ def test_moe_experts_read_grow_with_tokens() -> None:
 
 
 def test_deepseek_mla_latent_is_replicated_across_tp() -> None:
-    m = build_machine("deepseek-v3", "h200", weights="fp8", tp=8)
+    m = Deployment.build("deepseek-v3", "h200", weights="fp8", tp=8)
     p = plan(m, 4096, 1)
     assert p.per_gpu.kv_bytes == pytest.approx(kv_bytes(m.arch, m.prec, 4096))
 
@@ -85,8 +85,8 @@ def test_group_scales_cost_an_eighth_of_a_bit() -> None:
 
 
 def test_fp8_kv_cache_halves_kv_reads() -> None:
-    bf16 = build_machine()
-    fp8 = build_machine(kv_dtype="fp8")
+    bf16 = Deployment.build()
+    fp8 = Deployment.build(kv_dtype="fp8")
     a = pass_work(bf16.arch, bf16.prec, 1, 16_000).kv_read_bytes
     b = pass_work(fp8.arch, fp8.prec, 1, 16_000).kv_read_bytes
     assert b == pytest.approx(a / 2)
@@ -110,14 +110,14 @@ def test_tp8_speedup_over_tp4_stays_below_two() -> None:
 
 
 def test_tp_comm_is_a_ring_all_reduce_per_layer_twice() -> None:
-    m = build_machine("llama-3.1-70b", tp=4, preset="ideal")
+    m = Deployment.build("llama-3.1-70b", tp=4, preset="ideal")
     step = decode_step(m, 0, 1)
     ring = 2 * 80 * (1 * 8192 * 2) * 2 * 3 / 4 / 450e9
     assert step.comm_s == pytest.approx(ring + 2 * 80 * 8e-6)
 
 
 def test_tp_beyond_kv_heads_replicates_them() -> None:
-    m8 = build_machine(tp=8)
+    m8 = Deployment.build(tp=8)
     m16 = replace(m8, par=make_parallel(m8.arch, 16))
     assert plan(m16, 1000).per_gpu.kv_bytes == pytest.approx(plan(m8, 1000).per_gpu.kv_bytes)
 
@@ -220,7 +220,7 @@ def test_70b_on_one_h100_suggests_the_cheapest_plan_that_serves() -> None:
     the fewest GPUs whose plan serves, at bf16, fp8 or int4-g128."""
     data = cli_json("estimate", "--model", "llama-3.1-70b", "--gpu", "h100-sxm")
     assert data["memory"]["fits"] is False
-    m = build_machine("llama-3.1-70b", "h100-sxm")
+    m = Deployment.build("llama-3.1-70b", "h100-sxm")
     found = []
     for weights in ("bf16", "fp8", "int4-g128"):
         for tp in (1, 2, 4, 8):
@@ -236,7 +236,7 @@ def test_70b_on_one_h100_suggests_the_cheapest_plan_that_serves() -> None:
 
 def test_serving_headroom_is_more_than_fitting() -> None:
     """Fitting is not enough: a plan that loads may leave no room to serve."""
-    m = build_machine("llama-3.1-8b", "rtx-4090")
+    m = Deployment.build("llama-3.1-8b", "rtx-4090")
     p = plan(m, 16_000, 1)
     assert p.fits and p.max_batch < 8 and not p.serves
 
@@ -249,8 +249,8 @@ def test_per_op_and_lesson_methods_agree_within_15_percent() -> None:
 
 def test_ledger_rows_account_for_every_weight_once_in_decode() -> None:
     """Decode reads each layer's weights and the lm_head once, and only one embedding row."""
-    m = build_machine()
-    rows = operator_rows(m, 1, 2000)
+    m = Deployment.build()
+    rows = operator_rows(m, uniform(m.arch, 1, 2000))
     weights = sum(r.weight_bytes for r in rows)
     embedding = 128256 * 4096 * 2
     assert weights == pytest.approx(8_030_261_248 * 2 - embedding + 4096 * 2)
@@ -290,7 +290,7 @@ def test_batch_sweep_runs_to_the_largest_batch_that_fits() -> None:
 
 
 def test_vectorised_grid_matches_single_steps() -> None:
-    m = build_machine()
+    m = Deployment.build()
     batches, contexts = np.array([1, 8, 64, 300]), np.array([0, 2000, 242, 16_000])
     grid = decode_grid(m, batches, contexts)
     for b, c, t in zip(batches, contexts, grid, strict=True):

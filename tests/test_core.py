@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from ridgeline import RidgelineError, estimate
+from ridgeline.deployment import Deployment
 from ridgeline.hardware import get_accelerator
 from ridgeline.ledger import attended_pairs, cached_tokens, kv_bytes_per_token, pass_work
 from ridgeline.models import get_model
 from ridgeline.precision import make_precision, weight_bits
-from ridgeline.predict import build_machine
-from ridgeline.request import decode_step
+from ridgeline.step import decode_step
 
 L, D, P8 = 32, 4096, 8_030_261_248  # Llama 3.1 8B: layers, hidden, parameters by hand
 
@@ -28,7 +28,7 @@ def test_llama_70b_parameters() -> None:
 
 
 def test_prefill_flops_are_2PN_plus_2LdN2() -> None:
-    m = build_machine()
+    m = Deployment.build()
     n = 2000
     work = pass_work(m.arch, m.prec, n)
     assert work.linear_flops == 2 * P8 * n
@@ -36,7 +36,7 @@ def test_prefill_flops_are_2PN_plus_2LdN2() -> None:
 
 
 def test_decode_flops_are_2P_plus_4LdC() -> None:
-    m = build_machine()
+    m = Deployment.build()
     c = 1000
     work = pass_work(m.arch, m.prec, 1, c)
     assert work.flops == pytest.approx(2 * P8 + 4 * L * D * c, rel=1e-4)
@@ -44,7 +44,7 @@ def test_decode_flops_are_2P_plus_4LdC() -> None:
 
 def test_decode_bytes_are_weights_plus_batch_context_k() -> None:
     """Bytes per step = weight bytes + B * C * k, plus the B new tokens' KV written."""
-    m = build_machine()
+    m = Deployment.build()
     k = 131072
     work = pass_work(m.arch, m.prec, 1, 300, batch=8)
     assert work.bytes == 2 * P8 + 8 * 300 * k + 8 * k
@@ -91,14 +91,14 @@ def test_batch_prefill_is_one_pass_of_B_N_tokens() -> None:
 def test_long_outputs_take_the_vectorised_path_consistently() -> None:
     a = estimate(prompt=100, output=4096)
     b = estimate(prompt=100, output=4097)
-    last = decode_step(build_machine(), 100 + 4096).time_s  # the one extra step, by the loop's formula
+    last = decode_step(Deployment.build(), 100 + 4096).time_s  # the one extra step, by the loop's formula
     assert b.total_s - a.total_s == pytest.approx(last, rel=1e-9)
 
 
 def test_kv_bytes_per_token_is_2_kvheads_headdim_bytes_layers() -> None:
-    m = build_machine()
+    m = Deployment.build()
     assert kv_bytes_per_token(m.arch, m.prec) == 2 * 8 * 128 * 2 * 32
-    fp8 = build_machine(kv_dtype="fp8")
+    fp8 = Deployment.build(kv_dtype="fp8")
     assert kv_bytes_per_token(fp8.arch, fp8.prec) == 2 * 8 * 128 * 32
 
 

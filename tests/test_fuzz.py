@@ -139,6 +139,7 @@ def base_args(name: str, tmp: Path, records: str) -> list[str]:
         "compare": [records, "--model", "llama-3.1-8b"],
         "fit": [records, "--model", "llama-3.1-8b", "--out", str(tmp / "cal.json")],
         "probe": ["--quick", "--no-save"],
+        "film": ["--no-video", "--no-voice", "--out", str(tmp / "film")],
         "web": ["--port", "-5"],  # web serves forever when it starts: keep it from starting
     }.get(name, [])  # fmt: skip
 
@@ -289,7 +290,7 @@ def test_no_case_reaches_a_catch_all_or_prints_a_traceback(
     bad = [
         (argv, r["stderr"][-300:])
         for argv, r in outcomes
-        if any(s in r["stderr"] for s in ("internal error", "out of memory", "nested too deeply"))
+        if any(s in r["stderr"] for s in ("internal error", "out of memory", "input nested too deeply"))
         or "Traceback" in r["stderr"] + r["stdout"]
     ]
     assert not bad, shown(bad)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ridgeline import estimate
+from ridgeline.deployment import Deployment
 from ridgeline.ledger import (
     TRAINING_BYTES_PER_PARAM,
     kv_bytes,
@@ -23,8 +24,8 @@ from ridgeline.ledger import (
 from ridgeline.memory import plan
 from ridgeline.models import get_model
 from ridgeline.parallel import make_parallel
-from ridgeline.predict import build_machine
-from ridgeline.request import compute_bound_tokens, decode_step, prefill_step
+from ridgeline.request import compute_bound_tokens
+from ridgeline.step import decode_step, prefill_step
 
 GOLDEN = Path(__file__).parent / "data" / "golden" / "seed_cases.csv"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "golden" / "seed_cases.csv"
@@ -36,7 +37,7 @@ def _int(row: dict[str, str], key: str, default: int = 0) -> int:
 
 
 def machine(row: dict[str, str], **changes: str):
-    return build_machine(
+    return Deployment.build(
         changes.get("model", row["model"] or "llama-3.1-8b"),
         changes.get("gpu", row["gpu"] or "h100-sxm"),
         weights=changes.get("weights", row["weights"] or "bf16"),
@@ -51,8 +52,9 @@ def value(row: dict[str, str]) -> float | str | bool:
     m = machine(row)
     if q in ("ttft_s", "tpot_s", "total_s", "decode_share"):
         e = estimate(
-            row["model"], row["gpu"], row["weights"], prompt, _int(row, "output"), batch, preset=row["preset"]
-        )
+            row["model"], row["gpu"], weights=row["weights"], prompt=prompt, output=_int(row, "output"),
+            batch=batch, preset=row["preset"],
+        )  # fmt: skip
         return getattr(e, q)
     if q == "parameters":
         return get_model(row["model"]).parameters
@@ -134,6 +136,6 @@ def test_every_golden_row_is_covered() -> None:
 
 def test_tp_rows_use_the_split() -> None:
     """Weights per GPU = parameters x bytes / tensor-parallel size."""
-    m = build_machine("llama-3.1-70b", preset="ideal")
+    m = Deployment.build("llama-3.1-70b", preset="ideal")
     m4 = replace(m, par=make_parallel(m.arch, 4))
     assert plan(m4, 0).per_gpu.weight_bytes == pytest.approx(m.arch.parameters * 2 / 4)

@@ -13,6 +13,7 @@ import pytest
 from conftest import run_cli
 from ridgeline import metrics
 from ridgeline.calibration import Calibration, load_calibration
+from ridgeline.deployment import Deployment
 from ridgeline.measure.client import Stream
 from ridgeline.measure.compare import Group, predict
 from ridgeline.measure.fit import fit
@@ -20,7 +21,6 @@ from ridgeline.measure.records import build, output_tokens_from
 from ridgeline.measure.sse import MalformedStream, SseParser, interpret
 from ridgeline.measure.tokens import Tokenizer
 from ridgeline.measure.workload import Point, arrival_gaps_s, exact_prompt, grid
-from ridgeline.predict import build_machine
 
 # --- SSE ----------------------------------------------------------------------------------
 
@@ -186,7 +186,7 @@ TRUTH = Calibration(4.1e14, 2.2e12, 0.0015, 0.05)
 
 def _synthetic_sweep() -> list[dict]:
     """Records as a machine with known effective rates and overheads would produce them."""
-    m = build_machine("llama-3.1-8b", "h100-sxm", calibration=TRUTH)
+    m = Deployment.build("llama-3.1-8b", "h100-sxm", calibration=TRUTH)
     recs = []
     for prompt in (128, 1024, 4096, 8192):
         for conc in (1, 8, 32):
@@ -197,7 +197,7 @@ def _synthetic_sweep() -> list[dict]:
 
 
 def test_fit_recovers_known_rates_and_overheads() -> None:
-    m = build_machine("llama-3.1-8b", "h100-sxm")
+    m = Deployment.build("llama-3.1-8b", "h100-sxm")
     f = fit(m, _synthetic_sweep())
     assert f.held == []
     assert f.effective_flops_per_s == pytest.approx(TRUTH.effective_flops_per_s, rel=1e-3)
@@ -234,7 +234,7 @@ def test_fit_with_one_point_holds_what_it_cannot_determine(tmp_path: Path) -> No
     data = json.loads(proc.stdout)
     assert set(data["held"]) == {"step_overhead_s", "ttft_offset_s"}
     # two observations, two rates: TPOT = bytes / W exactly, TTFT = FLOPs / F exactly
-    m = build_machine("llama-3.1-8b", "h100-sxm")
+    m = Deployment.build("llama-3.1-8b", "h100-sxm")
     assert data["effective_bandwidth_bytes_per_s"] == pytest.approx(
         (16.06e9 + 131072 * (2000 + 49.5)) / 0.0064, rel=0.01
     )

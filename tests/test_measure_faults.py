@@ -92,7 +92,8 @@ def test_request_body_and_api_key_stay_out_of_the_records(tmp_path: Path) -> Non
     assert sent["headers"]["x-team"] == "bench"
     body = sent["body"]
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
-    assert body["max_tokens"] == 5 and body["ignore_eos"] is True and body["min_tokens"] == 5
+    # --output-tokens 5 is five decode steps after the prefill's first token: six tokens in all
+    assert body["max_tokens"] == 6 and body["ignore_eos"] is True and body["min_tokens"] == 6
     for text in (out.read_text(), proc.stdout, proc.stderr):
         assert secret not in text
 

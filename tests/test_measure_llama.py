@@ -51,7 +51,8 @@ def test_a_sweep_gives_valid_records(sweep: Path) -> None:
         # the server's tokenizer makes each prompt exactly as long as asked
         assert r["prompt_tokens"] == r["target_prompt_tokens"] and r["prompt_tokens_source"] == "server"
         # the stream carries no usage, so N comes from the tokenizer; one chunk per token
-        assert r["tokens_source"] == "tokenizer" and r["chunks"] == OUTPUT
+        # OUTPUT decode steps after the first token: OUTPUT + 1 tokens, one chunk each
+        assert r["tokens_source"] == "tokenizer" and r["chunks"] == OUTPUT + 1 == r["output_tokens"]
         assert 0 < r["ttft_s"] <= r["e2e_s"]
         assert r["tpot_s"] == pytest.approx((r["e2e_s"] - r["ttft_s"]) / (r["output_tokens"] - 1))
     assert {(r["target_prompt_tokens"], r["concurrency"]) for r in recs} == {

@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ridgeline import estimate
+from ridgeline.deployment import Deployment
 from ridgeline.hardware import builtin_catalogue
-from ridgeline.predict import build_machine
-from ridgeline.request import decode_step
+from ridgeline.step import decode_step
 
 prompts = st.integers(min_value=1, max_value=60_000)
 batches = st.integers(min_value=1, max_value=512)
@@ -35,7 +35,7 @@ def test_time_never_falls_as_the_batch_grows(prompt: int, batch: int, more: int)
 @given(context=st.integers(0, 100_000), gpu=st.sampled_from(sorted(builtin_catalogue())))
 def test_batch_one_decode_is_memory_bound_on_every_accelerator(context: int, gpu: str) -> None:
     for preset in ("ideal", "lesson"):
-        m = build_machine(gpu=gpu, preset=preset)
+        m = Deployment.build(gpu=gpu, preset=preset)
         assert decode_step(m, context, 1).bound == "memory"
 
 

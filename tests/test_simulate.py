@@ -16,10 +16,11 @@ import pytest
 
 from ridgeline import ledger, metrics, request, roofline
 from ridgeline.calibration import Calibration
+from ridgeline.deployment import Deployment
 from ridgeline.errors import RidgelineError
 from ridgeline.simulate import EngineConfig, Lengths, Trace, Workload, simulate
 from ridgeline.simulate.kvcache import kv_cache
-from ridgeline.simulate.run import Deployment, Result
+from ridgeline.simulate.run import Result
 from ridgeline.simulate.steptime import DecodeRun, StepModel
 
 REL = 1e-9
@@ -51,13 +52,13 @@ def lognormal(rate: float, requests: int, seed: int = 0) -> Workload:
 
 
 DEPLOYMENTS = {
-    "lesson": Deployment(),
-    "calibrated": Deployment(
+    "lesson": Deployment.build(),
+    "calibrated": Deployment.build(
         calibration=Calibration(4.0e14, 2.5e12, step_overhead_s=4e-4, ttft_offset_s=0.03)
     ),
-    "tp2": Deployment(model="llama-3.1-70b", tp=2, gpu="h200"),
-    "moe": Deployment(model="qwen3-30b-a3b"),
-    "sliding-window": Deployment(model="gemma-2-9b"),
+    "tp2": Deployment.build(model="llama-3.1-70b", tp=2, gpu="h200"),
+    "moe": Deployment.build(model="qwen3-30b-a3b"),
+    "sliding-window": Deployment.build(model="gemma-2-9b"),
 }
 
 
@@ -65,9 +66,9 @@ DEPLOYMENTS = {
 def test_one_request_alone_reproduces_the_core_timeline_step_for_step(name: str) -> None:
     """TTFT is the prefill pass; decode step i is a pass at context prompt + i; total is
     TTFT plus every step (the calibration's TTFT offset included)."""
-    m = DEPLOYMENTS[name].machine()
+    m = DEPLOYMENTS[name]
     prompt, output = 2000, 300
-    res = simulate(workload=fixed(prompt, output, requests=1), engine=EngineConfig(jump=False), machine=m)
+    res = simulate(m, workload=fixed(prompt, output, requests=1), engine=EngineConfig(jump=False))
     steps = steps_s(res)
     assert len(steps) == 1 + output
     assert steps[0] == pytest.approx(float(request.prefill_step(m, prompt).time_s), rel=REL)
@@ -79,7 +80,7 @@ def test_one_request_alone_reproduces_the_core_timeline_step_for_step(name: str)
     assert rec["e2e_s"] == pytest.approx(core.total_s, rel=REL)
     assert rec["tpot_s"] == pytest.approx(core.tpot_s, rel=REL)
     assert rec["output_tokens"] == output + 1  # the prefill emits the first token
-    jumped = simulate(workload=fixed(prompt, output, requests=1), machine=m).records[0]
+    jumped = simulate(m, workload=fixed(prompt, output, requests=1)).records[0]
     assert jumped["e2e_s"] == pytest.approx(core.total_s, rel=REL)
 
 
@@ -87,10 +88,10 @@ def test_one_request_alone_reproduces_the_core_timeline_step_for_step(name: str)
 def test_identical_requests_together_decode_at_the_core_batch_step(batch: int) -> None:
     """With a budget of at least B x N tokens the B prefills are one pass, and then every
     decode step is the core's batch-B step at context N + i."""
-    m = Deployment().machine()
+    m = Deployment.build()
     prompt, output = 1000, 120
     cfg = EngineConfig(max_num_batched_tokens=batch * prompt, jump=False)
-    res = simulate(workload=together(batch, prompt, output), engine=cfg, machine=m)
+    res = simulate(m, workload=together(batch, prompt, output), engine=cfg)
     steps = steps_s(res)
     assert len(steps) == 1 + output
     assert steps[0] == pytest.approx(float(request.prefill_step(m, prompt, batch).time_s), rel=REL)
@@ -106,7 +107,7 @@ def test_step_model_is_the_core_on_mixed_batches() -> None:
     ledger.work_from_totals + roofline.time_work."""
     rng = random.Random(7)
     for d in DEPLOYMENTS.values():
-        m = d.machine()
+        m = d
         model = StepModel(m)
         assert model.exact
         groups = m.arch.window_groups()
@@ -161,11 +162,9 @@ def test_closed_form_run_sums_the_steps() -> None:
     ids=["steady", "overloaded", "prefix-cache", "preempting"],
 )
 def test_jumping_gives_the_stepping_timeline(workload: Workload) -> None:
-    m = Deployment().machine()
-    jumped = simulate(workload=workload, engine=EngineConfig(gpu_memory_utilization=0.35), machine=m)
-    stepped = simulate(
-        workload=workload, engine=EngineConfig(gpu_memory_utilization=0.35, jump=False), machine=m
-    )
+    m = Deployment.build()
+    jumped = simulate(m, workload=workload, engine=EngineConfig(gpu_memory_utilization=0.35))
+    stepped = simulate(m, workload=workload, engine=EngineConfig(gpu_memory_utilization=0.35, jump=False))
     assert sum(jumped.engines[0].trace.steps) == sum(stepped.engines[0].trace.steps)
     assert len(jumped.engines[0].trace.steps) < len(stepped.engines[0].trace.steps)
     for key in ("arrival_s", "admit_s", "first_s", "finish_s"):
@@ -178,7 +177,7 @@ def test_littles_law_in_a_steady_state() -> None:
     """Mean number in the system (from the engine's own step rows) = rate x mean E2E,
     within the Poisson count's statistical error, over a window clear of warm-up and drain."""
     rate = 12.0
-    res = simulate(workload=lognormal(rate, 6000, seed=3), machine=Deployment().machine())
+    res = simulate(Deployment.build(), workload=lognormal(rate, 6000, seed=3))
     assert not res.summary["overloaded"]
     tr = res.engines[0].trace
     t = np.frombuffer(tr.t_s)
@@ -198,9 +197,9 @@ def test_littles_law_in_a_steady_state() -> None:
 
 def test_overload_grows_the_queue_without_bound_and_says_so() -> None:
     """Arrivals at twice what the replica serves: the longer the run, the larger the TTFT."""
-    m = Deployment().machine()
-    short = simulate(workload=lognormal(50, 600), machine=m).summary
-    long_run = simulate(workload=lognormal(50, 1800), machine=m)
+    m = Deployment.build()
+    short = simulate(m, workload=lognormal(50, 600)).summary
+    long_run = simulate(m, workload=lognormal(50, 1800))
     long, long_records = long_run.summary, long_run.records
     assert short["overloaded"] and long["overloaded"]
     assert long["ttft_s"]["p99"] > 2.5 * short["ttft_s"]["p99"]
@@ -211,14 +210,14 @@ def test_overload_grows_the_queue_without_bound_and_says_so() -> None:
     mu = float(np.sum((finish > 10) & (finish < 30)) / 20)
     # request i arrives at i / lambda and is admitted near i / mu: its wait grows as (lambda / mu - 1) t
     assert long["queue_growth"] == pytest.approx(50 / mu - 1, rel=0.1)
-    calm = simulate(workload=lognormal(5, 600), machine=m).summary
+    calm = simulate(m, workload=lognormal(5, 600)).summary
     assert not calm["overloaded"] and not calm["warnings"]
 
 
 def test_kv_shortage_preempts_and_counts_it() -> None:
     """48 clients x 5,500 tokens want 264k tokens of KV; at 35% of memory the cache holds
     about 65k, so sequences are preempted (recompute) and every one still finishes."""
-    m = Deployment().machine()
+    m = Deployment.build()
     workload = Workload(
         prompt=Lengths("fixed", 4000),
         output=Lengths("fixed", 1500),
@@ -226,14 +225,14 @@ def test_kv_shortage_preempts_and_counts_it() -> None:
         requests=200,
         duration_s=None,
     )
-    small = simulate(workload=workload, engine=EngineConfig(gpu_memory_utilization=0.35), machine=m)
+    small = simulate(m, workload=workload, engine=EngineConfig(gpu_memory_utilization=0.35))
     assert small.kv.tokens < 48 * 5500
     s = small.summary
     assert s["preemptions"] > 0
     assert s["preemptions"] == sum(r["preemptions"] for r in small.records) == small.engines[0].preemptions
     assert s["completed"] == 200
     assert all(r["output_tokens"] == 1501 for r in small.records)
-    ample = simulate(workload=workload, machine=m)
+    ample = simulate(m, workload=workload)
     assert ample.kv.tokens > 48 * 5500
     assert ample.summary["preemptions"] == 0
 
@@ -242,7 +241,7 @@ def test_kv_capacity_is_the_memory_plans_room() -> None:
     """90% of an H100's 80 GB, less 16.06 GB of weights, 1 GB overhead and the activations
     of a full step (8,192 tokens x (4d + 2 mlp + 2 q) in bf16, and fp32 logits for 256
     sequences), in blocks of 16 tokens x 128 KiB."""
-    kv = kv_cache(Deployment().machine())
+    kv = kv_cache(Deployment.build())
     activations = 8192 * (4 * 4096 + 2 * 14336 + 2 * 4096) * 2 + 256 * 128256 * 4
     room = 72e9 - 16_060_522_496 - 1e9 - activations
     assert kv.room_bytes_per_gpu == pytest.approx(room, rel=1e-12)
@@ -252,8 +251,8 @@ def test_kv_capacity_is_the_memory_plans_room() -> None:
 def test_prefix_cache_hit_skips_the_cached_tokens() -> None:
     """Half the prompt cached (64 whole blocks of 16): the prefill is a pass of the other
     half after that context."""
-    m = Deployment().machine()
-    res = simulate(workload=fixed(2048, 10, requests=1, prefix_hit_rate=0.5), machine=m)
+    m = Deployment.build()
+    res = simulate(m, workload=fixed(2048, 10, requests=1, prefix_hit_rate=0.5))
     want = float(roofline.time_work(ledger.pass_work(m.arch, m.prec, 1024, 1024), m).time_s)
     assert res.records[0]["ttft_s"] == pytest.approx(want, rel=REL)
 
@@ -261,8 +260,8 @@ def test_prefix_cache_hit_skips_the_cached_tokens() -> None:
 def test_a_prompt_longer_than_the_budget_is_prefilled_in_chunks() -> None:
     """10,000 prompt tokens with a budget of 8,192: a chunk of 8,192 from empty, then 1,808
     after 8,192 cached; the first token comes at the end of the second."""
-    m = Deployment().machine()
-    res = simulate(workload=fixed(10_000, 5, requests=1), machine=m)
+    m = Deployment.build()
+    res = simulate(m, workload=fixed(10_000, 5, requests=1))
     first = float(roofline.time_work(ledger.pass_work(m.arch, m.prec, 8192, 0), m).time_s)
     second = float(roofline.time_work(ledger.pass_work(m.arch, m.prec, 1808, 8192), m).time_s)
     assert res.records[0]["ttft_s"] == pytest.approx(first + second, rel=REL)
@@ -271,8 +270,8 @@ def test_a_prompt_longer_than_the_budget_is_prefilled_in_chunks() -> None:
 def test_a_shared_prefix_is_computed_once() -> None:
     """Every prompt opens with the same 512 tokens (32 blocks), kept in the cache: each
     prefill is a pass of the rest after them, and the 32 blocks are set aside once."""
-    m = Deployment().machine()
-    res = simulate(workload=fixed(2000, 5, requests=1, shared_prefix_tokens=512), machine=m)
+    m = Deployment.build()
+    res = simulate(m, workload=fixed(2000, 5, requests=1, shared_prefix_tokens=512))
     want = float(roofline.time_work(ledger.pass_work(m.arch, m.prec, 2000 - 512, 512), m).time_s)
     assert res.records[0]["ttft_s"] == pytest.approx(want, rel=REL)
     assert res.engines[0].blocks == res.kv.blocks - 32
@@ -281,9 +280,9 @@ def test_a_shared_prefix_is_computed_once() -> None:
 def test_mfu_and_mbu_are_the_ledgers_flops_and_bytes_over_time() -> None:
     """One request alone from t = 0: MFU = FLOPs / (time x peak), MBU = bytes / (time x
     bandwidth), with the prefill's and every decode step's work from the ledger."""
-    m = Deployment().machine()
+    m = Deployment.build()
     prompt, output = 2000, 300
-    res = simulate(workload=together(1, prompt, output), machine=m)
+    res = simulate(m, workload=together(1, prompt, output))
     passes = [ledger.pass_work(m.arch, m.prec, prompt, 0)]
     passes += [ledger.pass_work(m.arch, m.prec, 1, prompt + i) for i in range(output)]
     total_s = request.request_timeline(m, prompt, output).total_s
@@ -299,9 +298,9 @@ def test_mfu_and_mbu_are_the_ledgers_flops_and_bytes_over_time() -> None:
 
 
 def test_replicas_share_the_load() -> None:
-    m = Deployment().machine()
+    m = Deployment.build()
     for router in ("round-robin", "least-outstanding"):
-        res = simulate(workload=lognormal(30, 1200), machine=m, replicas=2, router=router)
+        res = simulate(m, workload=lognormal(30, 1200), replicas=2, router=router)
         counts = np.bincount([r["replica"] for r in res.records], minlength=2)
         assert abs(int(counts[0]) - int(counts[1])) <= 0.1 * 1200
         assert not res.summary["overloaded"]  # one replica alone would be (30/s > about 25/s)
@@ -333,16 +332,16 @@ def test_lengths_keep_their_means_and_a_seed_repeats_a_run() -> None:
     assert logn.mean() == pytest.approx(1000, rel=0.01)
     uni = Lengths("uniform", 200, 0.5).sample(50000, rng)
     assert uni.min() >= 100 and uni.max() <= 300 and uni.mean() == pytest.approx(200, rel=0.01)
-    m = Deployment().machine()
-    a = simulate(workload=lognormal(10, 200, seed=5), machine=m).records
-    b = simulate(workload=lognormal(10, 200, seed=5), machine=m).records
-    c = simulate(workload=lognormal(10, 200, seed=6), machine=m).records
+    m = Deployment.build()
+    a = simulate(m, workload=lognormal(10, 200, seed=5)).records
+    b = simulate(m, workload=lognormal(10, 200, seed=5)).records
+    c = simulate(m, workload=lognormal(10, 200, seed=6)).records
     assert a == b and a != c
 
 
 def test_closed_loop_keeps_its_clients_busy() -> None:
     """C clients with no think time: C requests in the system at all times until the end."""
-    res = simulate(workload=fixed(500, 100, concurrency=8, requests=80), machine=Deployment().machine())
+    res = simulate(Deployment.build(), workload=fixed(500, 100, concurrency=8, requests=80))
     assert res.summary["completed"] == 80
     tr = res.engines[0].trace
     running = np.frombuffer(tr.running, dtype=np.int64) + np.frombuffer(tr.waiting, dtype=np.int64)
@@ -351,7 +350,7 @@ def test_closed_loop_keeps_its_clients_busy() -> None:
 
 
 def test_records_are_the_shared_schema() -> None:
-    res = simulate(workload=lognormal(5, 50), machine=Deployment().machine())
+    res = simulate(Deployment.build(), workload=lognormal(5, 50))
     for rec in res.records:
         assert tuple(rec)[: len(metrics.RECORD_KEYS)] == metrics.RECORD_KEYS
         assert rec["tokens_source"] == "simulated" and rec["error"] is None
@@ -360,7 +359,7 @@ def test_records_are_the_shared_schema() -> None:
 
 
 def test_user_mistakes_are_one_line_errors() -> None:
-    m = Deployment().machine()
+    m = Deployment.build()
     for fields, fragment in (
         ({"rate_per_s": -1.0}, "--rate"),
         ({"requests": 0, "duration_s": None}, "--requests"),
@@ -368,12 +367,12 @@ def test_user_mistakes_are_one_line_errors() -> None:
         ({"prefix_hit_rate": 1.0}, "--prefix-hit-rate"),
     ):
         with pytest.raises(RidgelineError, match=fragment):  # refused where it is built
-            simulate(workload=Workload(**fields), machine=m)
+            simulate(m, workload=Workload(**fields))
     with pytest.raises(RidgelineError, match="max-num-batched-tokens"):
-        simulate(engine=EngineConfig(max_num_batched_tokens=64), machine=m)
+        simulate(m, engine=EngineConfig(max_num_batched_tokens=64))
     with pytest.raises(RidgelineError, match="more KV cache"):
         simulate(
+            m,
             workload=fixed(100_000, 20_000, requests=1),
             engine=EngineConfig(gpu_memory_utilization=0.3),
-            machine=m,
         )

@@ -17,11 +17,11 @@ import pytest
 
 from ridgeline import metrics
 from ridgeline.checks import MAX_TOKENS
+from ridgeline.deployment import Deployment
 from ridgeline.errors import RidgelineError
 from ridgeline.simulate import EngineConfig, Lengths, Trace, Workload, capacity, simulate
 from ridgeline.simulate import engine as engine_module
 from ridgeline.simulate import workload as workload_module
-from ridgeline.simulate.run import Deployment
 from ridgeline.simulate.workload import open_arrivals, parse_lengths, read_trace
 
 TIMEOUT_S = 60  # a run that has not ended by then counts as a hang
@@ -393,27 +393,27 @@ def test_an_engine_config_refuses_bad_knobs(fields: dict[str, Any], fragment: st
 
 
 def test_simulate_refuses_bad_fleets_slos_and_contexts() -> None:
-    m = Deployment().machine()
+    m = Deployment.build()
     short = Workload(requests=2, duration_s=None)
     with pytest.raises(RidgelineError, match="--replicas"):
-        simulate(workload=short, replicas=0, machine=m)
+        simulate(m, workload=short, replicas=0)
     with pytest.raises(RidgelineError, match="--slo-ttft-p99"):
-        simulate(workload=short, slo=metrics.Slo(ttft_s=math.nan), machine=m)
+        simulate(m, workload=short, slo=metrics.Slo(ttft_s=math.nan))
     too_long = Workload(prompt=Lengths("fixed", 200_000), requests=1, duration_s=None)
     with pytest.raises(RidgelineError, match="context"):
-        simulate(workload=too_long, machine=m)
+        simulate(m, workload=too_long)
 
 
 def test_capacity_refuses_what_would_never_finish() -> None:
     slo = metrics.Slo(ttft_s=1.0)
     with pytest.raises(RidgelineError, match="--seeds"):
-        capacity(Deployment(), Workload(), slo, seeds=1)
+        capacity(Deployment.build(), Workload(), slo, seeds=1)
     with pytest.raises(RidgelineError, match="--rate"):
-        capacity(Deployment(), Workload(), slo, target_rate_per_s=math.nan)
+        capacity(Deployment.build(), Workload(), slo, target_rate_per_s=math.nan)
     with pytest.raises(RidgelineError, match="8,000,000"):
-        capacity(Deployment(), Workload(), slo, requests=1_000_000, seeds=10)
+        capacity(Deployment.build(), Workload(), slo, requests=1_000_000, seeds=10)
     with pytest.raises(RidgelineError, match="--price"):
-        capacity(Deployment(), Workload(), slo, requests=200, seeds=2, price_per_gpu_hour=math.inf)
+        capacity(Deployment.build(), Workload(), slo, requests=200, seeds=2, price_per_gpu_hour=math.inf)
 
 
 def test_far_lognormal_tails_stay_within_the_integers() -> None:
@@ -459,10 +459,10 @@ from ridgeline.simulate import Trace, Workload, EngineConfig
 from ridgeline.simulate.engine import Engine
 from ridgeline.simulate.kvcache import kv_cache
 from ridgeline.simulate.router import run_fleet
-from ridgeline.simulate.run import Deployment
+from ridgeline.deployment import Deployment
 from ridgeline.simulate.steptime import StepModel
 from ridgeline.simulate.workload import make_requests
-m = Deployment().machine()
+m = Deployment.build()
 cfg = EngineConfig()
 kv = kv_cache(m, cfg.block_tokens)
 w = Workload(trace=Trace((1.0, 1.0), (100, 100), (20, 20)), duration_s=None)

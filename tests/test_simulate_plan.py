@@ -8,10 +8,10 @@ import math
 import pytest
 
 from ridgeline import metrics
+from ridgeline.deployment import Deployment
 from ridgeline.errors import RidgelineError
 from ridgeline.simulate import Lengths, Workload, capacity, simulate
 from ridgeline.simulate.plan import parse_deployments
-from ridgeline.simulate.run import Deployment
 
 SLO = metrics.Slo(ttft_s=1.0, tpot_s=0.05)
 WORKLOAD = Workload(prompt=Lengths("fixed", 2000), output=Lengths("fixed", 500))
@@ -32,7 +32,7 @@ def meets(rate: float, seed: int, requests: int) -> bool:
 
 
 def test_the_rate_found_meets_the_slo_and_ten_percent_more_breaks_it() -> None:
-    plan = capacity(Deployment(), WORKLOAD, SLO, target_rate_per_s=20.0, seeds=5)
+    plan = capacity(Deployment.build(), WORKLOAD, SLO, target_rate_per_s=20.0, seeds=5)
     rate, n = plan.max_rate_per_replica, plan.requests_per_run
     fresh = range(100, 105)  # seeds the search never saw
     assert sum(meets(rate, seed, n) for seed in fresh) >= 4
@@ -51,7 +51,7 @@ def test_the_rate_found_meets_the_slo_and_ten_percent_more_breaks_it() -> None:
 def test_an_slo_no_rate_can_meet_is_an_error() -> None:
     """One request alone takes 55.9 ms to its first token on an H100: 10 ms cannot be met."""
     with pytest.raises(RidgelineError, match="no request rate meets"):
-        capacity(Deployment(), WORKLOAD, metrics.Slo(ttft_s=0.01), requests=200, seeds=2)
+        capacity(Deployment.build(), WORKLOAD, metrics.Slo(ttft_s=0.01), requests=200, seeds=2)
 
 
 def test_compare_syntax() -> None:

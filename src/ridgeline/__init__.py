@@ -8,16 +8,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ridgeline.deployment import Deployment  # noqa: F401
     from ridgeline.errors import RidgelineError  # noqa: F401
     from ridgeline.hardware import Accelerator, get_accelerator  # noqa: F401
     from ridgeline.models import get_model  # noqa: F401
-    from ridgeline.predict import Estimate, build_machine, estimate  # noqa: F401
+    from ridgeline.predict import Estimate, estimate, estimate_on  # noqa: F401
 
 _PUBLIC = {
     "Accelerator": "ridgeline.hardware",
     "Estimate": "ridgeline.predict",
     "RidgelineError": "ridgeline.errors",
-    "build_machine": "ridgeline.predict",
+    "Deployment": "ridgeline.deployment",
+    "estimate_on": "ridgeline.predict",
     "estimate": "ridgeline.predict",
     "get_accelerator": "ridgeline.hardware",
     "get_model": "ridgeline.models",

@@ -20,8 +20,8 @@ from typing import Any
 
 from ridgeline import _files
 from ridgeline.checks import check_number
+from ridgeline.efficiency import Efficiency
 from ridgeline.errors import RidgelineError
-from ridgeline.roofline import Efficiency
 
 FORMATS = (".json", ".toml")
 RATES = ("effective_flops_per_s", "effective_bandwidth_bytes_per_s")

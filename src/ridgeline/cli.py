@@ -9,6 +9,29 @@ from typing import Any, Optional
 import typer
 
 from ridgeline.errors import RidgelineError
+from ridgeline.options import (  # the vocabulary every command shares
+    BANDWIDTH_EFF,
+    BATCH,
+    CALIBRATION,
+    COMPUTE_EFF,
+    EP,
+    GPU,
+    GPU_FILE,
+    JSON,
+    KV_DTYPE,
+    MATHS,
+    METHOD,
+    MODEL,
+    OUTPUT_TOKENS,
+    PP,
+    PRESET,
+    PRICE,
+    PROMPT_TOKENS,
+    TP,
+    WEIGHTS,
+    canonical,
+    deployment,
+)
 
 app = typer.Typer(
     add_completion=False,
@@ -16,22 +39,6 @@ app = typer.Typer(
     help="ridgeline: what an LLM token costs, from the roofline up.",
     pretty_exceptions_enable=False,
 )
-
-MODEL = typer.Option("llama-3.1-8b", "--model", "-m", help="Catalogue name, config.json, .gguf or org/name.")
-GPU = typer.Option("h100-sxm", "--gpu", "-g", help="Accelerator name (see `ridgeline gpus`).")
-GPU_FILE = typer.Option(None, "--gpu-file", help="Extra accelerators, TOML or JSON.")
-CALIBRATION = typer.Option(None, "--calibration", help="Calibration JSON from `ridgeline fit`.")
-WEIGHTS = typer.Option(
-    None, "--weights", "-w", help="bf16 (default), fp8, int8, int4, int4-g128, or file (a .gguf's own mix)."
-)
-MATHS = typer.Option("bf16", "--maths", help="Arithmetic dtype: bf16 or fp8 (at the fp8 peak).")
-KV_DTYPE = typer.Option("bf16", "--kv-dtype", help="KV-cache dtype: bf16, fp8 or int8.")
-BATCH = typer.Option(1, "--batch", "-b", help="Sequences served together.")
-TP = typer.Option(1, "--tp", help="Tensor-parallel GPUs.")
-PRESET = typer.Option(
-    "lesson", "--preset", help="ideal (the film, 100%) or lesson (60% FLOP/s, 80% bandwidth)."
-)
-JSON = typer.Option(False, "--json", help="Print JSON with stable keys instead of tables.")
 
 
 def emit_json(data: Any) -> None:
@@ -50,22 +57,22 @@ def estimate(
     weights: Optional[str] = WEIGHTS,
     maths: str = MATHS,
     kv_dtype: str = KV_DTYPE,
-    prompt: int = typer.Option(2000, "--prompt", "-p", help="Prompt tokens."),
-    output: int = typer.Option(500, "--output", "-o", help="Output tokens (decode steps)."),
+    prompt: int = PROMPT_TOKENS,
+    output: int = OUTPUT_TOKENS,
     batch: int = BATCH,
     tp: int = TP,
-    pp: int = typer.Option(1, "--pp", help="Pipeline-parallel stages."),
-    ep: int = typer.Option(1, "--ep", help="Expert-parallel GPUs (MoE)."),
+    pp: int = PP,
+    ep: int = EP,
     preset: str = PRESET,
-    compute_eff: Optional[float] = typer.Option(None, "--compute-eff", help="Fraction of peak FLOP/s."),
-    bandwidth_eff: Optional[float] = typer.Option(None, "--bandwidth-eff", help="Fraction of bandwidth."),
-    price: Optional[float] = typer.Option(None, "--price", help="$ per GPU-hour."),
+    compute_eff: Optional[float] = COMPUTE_EFF,
+    bandwidth_eff: Optional[float] = BANDWIDTH_EFF,
+    price: Optional[float] = PRICE,
     gpu_file: Optional[str] = GPU_FILE,
     peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="Override bf16 peak, TFLOP/s."),
     bandwidth_tbs: Optional[float] = typer.Option(None, "--bandwidth-tbs", help="Override bandwidth, TB/s."),
     memory_gb: Optional[float] = typer.Option(None, "--memory-gb", help="Override memory, GB."),
     calibration: Optional[str] = CALIBRATION,
-    method: str = typer.Option("lesson", "--method", help="lesson (one roofline) or per-op (summed ledger)."),
+    method: str = METHOD,
     ops: bool = typer.Option(False, "--ops", help="Also show the per-operator ledger."),
     batch_sweep: bool = typer.Option(
         False, "--batch-sweep", help="Also show latency/throughput/cost by batch."
@@ -73,25 +80,24 @@ def estimate(
     as_json: bool = JSON,
 ) -> None:
     """Predict one request: FLOPs, bytes, bound, TTFT, TPOT, memory fit, cost, and why."""
-    from ridgeline.hardware import get_accelerator
-    from ridgeline.predict import build_machine, estimate_on
+    from ridgeline.predict import estimate_on
 
-    hw = get_accelerator(gpu, gpu_file, peak_tflops, bandwidth_tbs, memory_gb)
-    m = build_machine(
-        model, hw, weights, maths, kv_dtype, tp, pp, ep, preset, compute_eff, bandwidth_eff,
-        calibration=calibration, method=method,
+    d = deployment(
+        model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep, preset=preset,
+        compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
+        method=method, peak_tflops=peak_tflops, bandwidth_tbs=bandwidth_tbs, memory_gb=memory_gb,
     )  # fmt: skip
-    result = estimate_on(m, prompt, output, batch, price, preset)
+    result = estimate_on(d, prompt=prompt, output=output, batch=batch, price_per_gpu_hour=price)
     data = result.to_dict()
     if ops:
         from ridgeline.ledger_view import ledger_view
 
-        data["ops"] = ledger_view(m, prompt, batch)
+        data["ops"] = ledger_view(d, prompt, batch)
     if batch_sweep:
         from ridgeline.sweep import batch_sweep as sweep
         from ridgeline.sweep import compute_bound_from
 
-        rows = sweep(m, prompt, output, result.cost.price_per_gpu_hour_usd)
+        rows = sweep(d, prompt, output, result.cost.price_per_gpu_hour_usd)
         data["batch_sweep"] = {
             "rows": [asdict(r) for r in rows],
             "compute_bound_from": compute_bound_from(rows),
@@ -115,22 +121,31 @@ def ops_command(
     weights: Optional[str] = WEIGHTS,
     maths: str = MATHS,
     kv_dtype: str = KV_DTYPE,
-    prompt: int = typer.Option(2000, "--prompt", "-p", help="Prompt tokens (prefill; decode context)."),
+    prompt: int = typer.Option(
+        2000, "--prompt-tokens", "-p", help="Prompt tokens (prefill; decode context)."
+    ),
     batch: int = BATCH,
     tp: int = TP,
+    pp: int = PP,
+    ep: int = EP,
     preset: str = PRESET,
+    compute_eff: Optional[float] = COMPUTE_EFF,
+    bandwidth_eff: Optional[float] = BANDWIDTH_EFF,
     gpu_file: Optional[str] = GPU_FILE,
+    calibration: Optional[str] = CALIBRATION,
     as_json: bool = JSON,
 ) -> None:
     """The per-operator ledger of a prefill and of the first decode step."""
     from ridgeline.checks import check_size
     from ridgeline.ledger_view import ledger_view
-    from ridgeline.predict import build_machine
 
-    check_size("--prompt", prompt)
+    check_size("--prompt-tokens", prompt)
     check_size("--batch", batch)
-    m = build_machine(model, gpu, weights, maths, kv_dtype, tp, preset=preset, gpu_file=gpu_file)
-    data = ledger_view(m, prompt, batch)
+    d = deployment(
+        model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep, preset=preset,
+        compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
+    )  # fmt: skip
+    data = ledger_view(d, prompt, batch)
     if as_json:
         emit_json(data)
         return
@@ -144,7 +159,7 @@ def roofline(
     gpu: str = GPU,
     maths: str = typer.Option("bf16", "--maths", help="Arithmetic dtype whose peak sets the roof."),
     model: str = MODEL,
-    prompt: int = typer.Option(2000, "--prompt", "-p", help="Prefill tokens to place on the chart."),
+    prompt: int = typer.Option(2000, "--prompt-tokens", "-p", help="Prefill tokens to place on the chart."),
     batch: int = typer.Option(1, "--batch", "-b", help="Decode batch to place on the chart."),
     context: int = typer.Option(0, "--context", "-c", help="Cached tokens per decoding sequence."),
     preset: str = typer.Option("ideal", "--preset", help="ideal or lesson."),
@@ -237,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         command = _finite_floats(get_command(app))
-        result = command.main(args=argv, standalone_mode=False, prog_name="ridgeline")
+        args = canonical(sys.argv[1:] if argv is None else list(argv))
+        result = command.main(args=args, standalone_mode=False, prog_name="ridgeline")
     except RidgelineError as exc:
         fail(exc)
         return 2

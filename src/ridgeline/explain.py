@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ridgeline.deployment import Deployment
 from ridgeline.memory import MemoryPlan
 from ridgeline.precision import Precision
-from ridgeline.request import Timeline, decode_step
-from ridgeline.roofline import Machine, StepTime
+from ridgeline.request import Timeline
+from ridgeline.roofline import StepTime
+from ridgeline.step import decode_step
 
 
-def _side(step: StepTime, m: Machine) -> str:
+def _side(step: StepTime, m: Deployment) -> str:
     i = float(step.intensity)
     ratio = i / m.effective_ridge
     where = "above" if step.bound == "compute" else "below"
@@ -19,7 +21,7 @@ def _side(step: StepTime, m: Machine) -> str:
     return f"{i:,.1f} FLOPs per byte, {times} the effective ridge of {m.effective_ridge:,.0f} ({where} it)"
 
 
-def explain(m: Machine, t: Timeline, mem: MemoryPlan, prompt: int, batch: int) -> list[str]:
+def explain(m: Deployment, t: Timeline, mem: MemoryPlan, prompt: int, batch: int) -> list[str]:
     gpu = m.hw.name
     lines = [
         f"Prefill of {batch * prompt:,} tokens does {_side(t.prefill, m)}: "
@@ -45,7 +47,7 @@ def explain(m: Machine, t: Timeline, mem: MemoryPlan, prompt: int, batch: int) -
 
 
 def _advice(
-    m: Machine, t: Timeline, mem: MemoryPlan, prompt: int, batch: int, weights: float, kv: float
+    m: Deployment, t: Timeline, mem: MemoryPlan, prompt: int, batch: int, weights: float, kv: float
 ) -> str:
     if not mem.fits:
         fix = mem.cheapest

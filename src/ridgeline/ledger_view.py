@@ -5,21 +5,22 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from typing import Any
 
+from ridgeline.deployment import Deployment
 from ridgeline.operators import comm_row, operator_rows, per_op_step
-from ridgeline.request import decode_step, prefill_step
-from ridgeline.roofline import Machine
+from ridgeline.step import price, uniform
 
 
-def ledger_view(m: Machine, prompt: int, batch: int = 1) -> dict[str, Any]:
+def ledger_view(m: Deployment, prompt: int, batch: int = 1) -> dict[str, Any]:
     """Rows for the prefill of `prompt` tokens and the first decode step at that context;
     each phase also carries its time by the per-op and the lesson methods."""
     lesson = replace(m, method="lesson")
     out: dict[str, Any] = {}
     for phase, (n, c) in (("prefill", (prompt, 0)), ("decode", (1, prompt))):
-        rows = operator_rows(m, n, c, batch)
+        shape = uniform(m.arch, n, c, batch)
+        rows = operator_rows(m, shape)
         comm = comm_row(m, batch * n)
-        per_op = per_op_step(m, n, c, batch)
-        whole = prefill_step(lesson, prompt, batch) if phase == "prefill" else decode_step(lesson, c, batch)
+        per_op = per_op_step(m, shape)
+        whole = price(lesson, shape)
         out[phase] = {
             "rows": [asdict(r) for r in rows + ([comm] if comm else [])],
             "per_op_time_s": float(per_op.time_s),

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from ridgeline.deployment import Deployment
 from ridgeline.ledger import kv_bytes, kv_bytes_per_token, model_weight_bytes, weight_bytes_per_param
 from ridgeline.parallel import Parallel, gpu_share, kv_share_per_gpu, make_parallel
 from ridgeline.precision import Precision
-from ridgeline.roofline import Machine
 
 GPU_MEMORY_UTILIZATION = 0.9
 RUNTIME_OVERHEAD_BYTES = 1.0e9
@@ -62,7 +62,7 @@ class MemoryPlan:
         return self.suggestions[0] if self.suggestions else None
 
 
-def stored_weight_bytes_per_gpu(m: Machine) -> float:
+def stored_weight_bytes_per_gpu(m: Deployment) -> float:
     """Every weight the model stores (all experts, not only those a step reads), split as a
     pass splits them."""
     a = m.arch
@@ -73,7 +73,7 @@ def stored_weight_bytes_per_gpu(m: Machine) -> float:
     return float(share.weight_bytes)
 
 
-def activation_bytes_per_gpu(m: Machine, tokens: int) -> float:
+def activation_bytes_per_gpu(m: Deployment, tokens: int) -> float:
     """Peak activations of one pass: the residual stream, attention and MLP
     intermediates of a chunk of tokens, split by TP, plus fp32 logits of its last tokens."""
     a = m.arch
@@ -82,7 +82,7 @@ def activation_bytes_per_gpu(m: Machine, tokens: int) -> float:
 
 
 def plan(
-    m: Machine,
+    m: Deployment,
     context: int,
     batch: int = 1,
     utilization: float = GPU_MEMORY_UTILIZATION,
@@ -144,7 +144,7 @@ def _largest(ok: Callable[[int], bool], hi: int) -> int:
     return lo
 
 
-def _max_context(m: Machine, batch: int, room: float, per_token_gpu: float) -> int:
+def _max_context(m: Deployment, batch: int, room: float, per_token_gpu: float) -> int:
     """Longest context per sequence at this batch; sliding windows make it piecewise."""
     if room <= 0 or per_token_gpu <= 0:
         return 0
@@ -160,7 +160,7 @@ def _max_context(m: Machine, batch: int, room: float, per_token_gpu: float) -> i
 
 
 def suggestions(
-    m: Machine, context: int, batch: int, utilization: float, overhead_bytes: float
+    m: Deployment, context: int, batch: int, utilization: float, overhead_bytes: float
 ) -> list[Suggestion]:
     """For the current weights and each narrower one, the fewest tensor-parallel GPUs
     (1, 2, 4, 8) whose plan serves; cheapest (fewest GPUs, then widest weights) first."""

@@ -19,11 +19,15 @@ only the embedding rows it needs and runs the lm_head only where a token is samp
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ridgeline._num import Num
-from ridgeline.ledger import attended_pairs, cached_tokens, distinct_experts, weight_bytes_per_param
+from ridgeline.ledger import distinct_experts, weight_bytes_per_param
 from ridgeline.parallel import comm_bytes_per_gpu, comm_time_s, gpu_share
-from ridgeline.roofline import Machine, StepTime
+from ridgeline.roofline import StepTime
+
+if TYPE_CHECKING:
+    from ridgeline.deployment import Deployment
+    from ridgeline.step import Pass
 
 LAUNCH_OVERHEAD_S = 30e-6  # per step: kernel launches with CUDA graphs, sampling, scheduling
 NORM_FLOPS_PER_ELEMENT = 4
@@ -50,7 +54,7 @@ class OpRow:
 
 
 def _row(
-    m: Machine,
+    m: Deployment,
     name: str,
     flops: float,
     act_bytes: float,
@@ -94,10 +98,11 @@ def _row(
     )
 
 
-def operator_rows(m: Machine, new_tokens: int, context: int = 0, batch: int = 1) -> list[OpRow]:
-    """The ledger of one pass of `batch` sequences, each adding `new_tokens` after `context`."""
+def operator_rows(m: Deployment, p: Pass) -> list[OpRow]:
+    """The ledger of one pass (step.Pass: its tokens, pairs and cached tokens by window
+    group, and the tokens it samples)."""
     a, prec = m.arch, m.prec
-    t = float(batch * new_tokens)
+    t = float(p.tokens)
     h, layers = a.hidden, a.layers
     act, wb = prec.activation_bytes, weight_bytes_per_param(a, prec)
     kv_layer = a.kv_elements_per_token_per_layer * prec.kv_bytes_per_element
@@ -113,8 +118,8 @@ def operator_rows(m: Machine, new_tokens: int, context: int = 0, batch: int = 1)
             layers * qkv_params * wb,
         ),
     ]
-    pairs = sum(n * batch * attended_pairs(new_tokens, context, w) for n, w in a.window_groups())
-    cached = sum(n * batch * cached_tokens(context, w) for n, w in a.window_groups())
+    pairs = sum(n * g for (n, _), g in zip(a.window_groups(), p.pairs, strict=True))
+    cached = sum(n * g for (n, _), g in zip(a.window_groups(), p.cached, strict=True))
     rows.append(
         _row(
             m,
@@ -155,13 +160,13 @@ def operator_rows(m: Machine, new_tokens: int, context: int = 0, batch: int = 1)
     norm_flops = t * h * (NORM_FLOPS_PER_ELEMENT * norms + 2 * layers)
     norm_act = t * h * act * (2 * norms + 3 * 2 * layers)  # norms read+write; residual adds read 2, write 1
     rows.append(_row(m, "norms and residuals", norm_flops, norm_act, norms * h * wb))
-    sampled = float(batch) if new_tokens > 1 else t  # a prefill samples only its last token
+    sampled = float(p.sampled)  # a prefill samples only its last token
     lm = a.vocab * h
     rows.append(_row(m, "lm_head", 2 * sampled * lm, sampled * (h * act + a.vocab * 4), lm * wb))
     return rows
 
 
-def _moe_rows(m: Machine, t: float) -> list[OpRow]:
+def _moe_rows(m: Deployment, t: float) -> list[OpRow]:
     a = m.arch
     act, wb = m.prec.activation_bytes, weight_bytes_per_param(a, m.prec)
     layers, h, k = a.moe_layers, a.hidden, a.experts_per_token
@@ -194,7 +199,7 @@ def _moe_rows(m: Machine, t: float) -> list[OpRow]:
     return rows
 
 
-def comm_row(m: Machine, tokens: int) -> OpRow | None:
+def comm_row(m: Deployment, tokens: int) -> OpRow | None:
     """The all-reduces (and pipeline hand-offs, expert all-to-alls) of one pass."""
     comm_s = float(comm_time_s(m.arch, m.prec, m.hw, tokens, m.par))
     if comm_s == 0:
@@ -203,11 +208,11 @@ def comm_row(m: Machine, tokens: int) -> OpRow | None:
     return OpRow("all-reduce / communication", 0.0, sent, 0.0, 0.0, 0.0, "communication", comm_s)
 
 
-def per_op_step(m: Machine, new_tokens: int, context: Num = 0, batch: int = 1) -> StepTime:
+def per_op_step(m: Deployment, p: Pass) -> StepTime:
     """Time a pass by the per-op method: the rows' own times summed, plus launches. The
     split by what each row waits on: a compute-bound row's time is compute, a memory-bound
     row's is its weight, KV and activation reads in proportion."""
-    rows = operator_rows(m, new_tokens, int(context), batch)
+    rows = operator_rows(m, p)
     compute = sum(r.time_s for r in rows if r.bound == "compute")
     memory_rows = [r for r in rows if r.bound == "memory"]
     return StepTime(
@@ -217,7 +222,7 @@ def per_op_step(m: Machine, new_tokens: int, context: Num = 0, batch: int = 1) -
         weight_s=sum(r.weight_s for r in memory_rows),
         kv_s=sum(r.kv_s for r in memory_rows),
         other_s=sum(r.other_s for r in memory_rows),
-        comm_s=comm_time_s(m.arch, m.prec, m.hw, batch * new_tokens, m.par),
+        comm_s=comm_time_s(m.arch, m.prec, m.hw, p.tokens, m.par),
         overhead_s=m.eff.step_overhead_s + LAUNCH_OVERHEAD_S,
         weight_bytes_per_gpu=sum(r.weight_bytes_per_gpu for r in rows),
         kv_bytes_per_gpu=sum(r.kv_bytes_per_gpu for r in rows),

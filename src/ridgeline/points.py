@@ -6,19 +6,20 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.checks import check_size
-from ridgeline.predict import build_machine
-from ridgeline.request import compute_bound_tokens, decode_step, prefill_step
-from ridgeline.roofline import Machine, StepTime
+from ridgeline.deployment import Deployment
+from ridgeline.request import compute_bound_tokens
+from ridgeline.roofline import StepTime
+from ridgeline.step import decode_step, prefill_step
 
 
-def attainable_flops(m: Machine, intensity: float) -> float:
+def attainable_flops(m: Deployment, intensity: float) -> float:
     """The roof at an intensity, with the machine's efficiencies applied."""
     roof = m.eff.compute * m.peak_flops
     slope = m.eff.bandwidth * m.hw.bandwidth_bytes_per_s * intensity
     return min(roof, slope)
 
 
-def _point(m: Machine, step: StepTime) -> dict[str, Any]:
+def _point(m: Deployment, step: StepTime) -> dict[str, Any]:
     i = float(step.intensity)
     return {
         "flops": float(step.flops),
@@ -43,7 +44,7 @@ def roofline_points(
     check_size("--prompt", prompt)
     check_size("--batch", batch)
     check_size("--context", context, minimum=0)
-    m = build_machine(model, gpu, maths=maths, preset=preset, gpu_file=gpu_file)
+    m = Deployment.build(model, gpu, maths=maths, preset=preset, gpu_file=gpu_file)
     return {
         "gpu": m.hw.name,
         "model": m.arch.name,

@@ -6,24 +6,22 @@ cost, explanation) into one typed result whose `to_dict()` is `ridgeline estimat
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ridgeline.architecture import Architecture
-from ridgeline.calibration import Calibration, load_calibration
-from ridgeline.checks import check_efficiency, check_price, check_size
+from ridgeline.calibration import Calibration
+from ridgeline.checks import check_price, check_size
 from ridgeline.cost import Cost, token_cost
-from ridgeline.errors import RidgelineError, unknown_name
+from ridgeline.deployment import Deployment
+from ridgeline.errors import RidgelineError
 from ridgeline.explain import explain
-from ridgeline.hardware import Accelerator, get_accelerator
+from ridgeline.hardware import Accelerator
 from ridgeline.ledger import TRAINING_BYTES_PER_PARAM, training_flops_per_token
 from ridgeline.memory import MemoryPlan, plan
-from ridgeline.models import get_model
-from ridgeline.parallel import make_parallel
-from ridgeline.precision import make_precision
 from ridgeline.request import Timeline, request_timeline
-from ridgeline.roofline import METHODS, Machine, StepTime, make_efficiency
+from ridgeline.roofline import StepTime
 
 
 @dataclass(frozen=True)
@@ -130,57 +128,10 @@ class Estimate:
         return asdict(self)
 
 
-def build_machine(
-    model: str | Architecture = "llama-3.1-8b",
-    gpu: str | Accelerator = "h100-sxm",
-    weights: str | None = None,
-    maths: str = "bf16",
-    kv_dtype: str = "bf16",
-    tp: int = 1,
-    pp: int = 1,
-    ep: int = 1,
-    preset: str = "lesson",
-    compute_eff: float | None = None,
-    bandwidth_eff: float | None = None,
-    gpu_file: str | Path | None = None,
-    calibration: str | Path | Calibration | None = None,
-    method: str = "lesson",
-) -> Machine:
-    """Resolve names into the (model, precision, accelerator, parallelism, efficiency).
-
-    A calibration (from `ridgeline fit`) replaces the preset's efficiencies; explicit
-    --compute-eff / --bandwidth-eff still win over both."""
-    arch = model if isinstance(model, Architecture) else get_model(model)
-    hw = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu, gpu_file)
-    if weights is None:  # bf16, or the stored mix of a GGUF file
-        weights = "bf16" if arch.file_bytes_per_param is None else "file"
-    if weights == "file" and arch.file_bytes_per_param is None:
-        raise RidgelineError("--weights file needs a .gguf model; give a dtype such as bf16")
-    prec = make_precision(weights, maths, kv_dtype)
-    hw.peak(prec.maths)  # fail early when the accelerator lacks this maths dtype
-    for name, value in (("--tp", tp), ("--pp", pp), ("--ep", ep)):
-        check_size(name, value)
-    par = make_parallel(arch, tp, pp, ep)
-    eff = make_efficiency(preset, compute_eff, bandwidth_eff)
-    if calibration is not None:
-        cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration)
-        fitted = cal.efficiency(hw.peak(prec.maths), hw.bandwidth_bytes_per_s)
-        eff = replace(
-            fitted,
-            compute=fitted.compute if compute_eff is None else eff.compute,
-            bandwidth=fitted.bandwidth if bandwidth_eff is None else eff.bandwidth,
-        )
-        # A measured rate may beat a catalogue's peak a little; it cannot be nothing.
-        check_efficiency("the calibration's compute efficiency", eff.compute, hi=10.0)
-        check_efficiency("the calibration's bandwidth efficiency", eff.bandwidth, hi=10.0)
-    if method not in METHODS:
-        raise unknown_name("timing method", method, METHODS, "ridgeline estimate --help")
-    return Machine(arch, prec, hw, par, eff, method)
-
-
 def estimate(
     model: str | Architecture = "llama-3.1-8b",
     gpu: str | Accelerator = "h100-sxm",
+    *,
     weights: str | None = None,
     prompt: int = 2000,
     output: int = 500,
@@ -198,34 +149,40 @@ def estimate(
     calibration: str | Path | Calibration | None = None,
     method: str = "lesson",
 ) -> Estimate:
-    """Estimate one request (or `batch` identical ones) end to end."""
-    for name, value in (("--prompt", prompt), ("--output", output), ("--batch", batch)):
+    """Estimate one request (or `batch` identical ones) end to end. `output` counts decode
+    steps: the prefill emits the first token, then each step one more."""
+    for name, value in (("--prompt-tokens", prompt), ("--output-tokens", output), ("--batch", batch)):
         check_size(name, value)
-    m = build_machine(
-        model, gpu, weights, maths, kv_dtype, tp, pp, ep, preset, compute_eff, bandwidth_eff, gpu_file,
-        calibration, method,
+    d = Deployment.build(
+        model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep, preset=preset,
+        compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
+        method=method,
     )  # fmt: skip
-    return estimate_on(m, prompt, output, batch, price_per_gpu_hour, preset)
+    return estimate_on(d, prompt=prompt, output=output, batch=batch, price_per_gpu_hour=price_per_gpu_hour)
 
 
 def estimate_on(
-    m: Machine, prompt: int, output: int, batch: int = 1, price_per_gpu_hour: float | None = None,
-    preset: str = "lesson",
-) -> Estimate:  # fmt: skip
-    """Estimate a request on a machine already built (see build_machine)."""
-    for name, value in (("--prompt", prompt), ("--output", output), ("--batch", batch)):
+    d: Deployment,
+    *,
+    prompt: int = 2000,
+    output: int = 500,
+    batch: int = 1,
+    price_per_gpu_hour: float | None = None,
+) -> Estimate:
+    """Estimate a request on a deployment already built (Deployment.build)."""
+    for name, value in (("--prompt-tokens", prompt), ("--output-tokens", output), ("--batch", batch)):
         check_size(name, value)
-    if prompt + output > m.arch.max_context:
+    if prompt + output > d.arch.max_context:
         raise RidgelineError(
-            f"prompt + output = {prompt + output:,} tokens exceeds {m.arch.name}'s context of "
-            f"{m.arch.max_context:,}: shorten --prompt or --output"
+            f"prompt + output = {prompt + output:,} tokens exceeds {d.arch.name}'s context of "
+            f"{d.arch.max_context:,}: shorten --prompt-tokens or --output-tokens"
         )
-    price = m.hw.price_per_hour_usd if price_per_gpu_hour is None else price_per_gpu_hour
+    price = d.hw.price_per_hour_usd if price_per_gpu_hour is None else price_per_gpu_hour
     price = check_price("--price", price)
-    return assemble(m, prompt, output, batch, price, preset)
+    return assemble(d, prompt, output, batch, price)
 
 
-def assemble(m: Machine, prompt: int, output: int, batch: int, price: float, preset: str) -> Estimate:
+def assemble(m: Deployment, prompt: int, output: int, batch: int, price: float) -> Estimate:
     t: Timeline = request_timeline(m, prompt, output, batch)
     mem = plan(m, prompt + output, batch)
     arch, hw = m.arch, m.hw
@@ -242,7 +199,8 @@ def assemble(m: Machine, prompt: int, output: int, batch: int, price: float, pre
             "tp": m.par.tp,
             "pp": m.par.pp,
             "ep": m.par.ep,
-            "preset": preset,
+            "preset": m.preset,
+            "calibration": m.calibration,
             "method": m.method,
             "compute_eff": m.eff.compute,
             "bandwidth_eff": m.eff.bandwidth,

@@ -9,11 +9,10 @@ definition the simulator and the measurement client share.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from ridgeline.ledger import pass_work
-from ridgeline.operators import per_op_step
-from ridgeline.roofline import Machine, StepTime, time_work
+from ridgeline.deployment import Deployment
+from ridgeline.roofline import StepTime
+from ridgeline.step import decode_step, prefill_step
 
 
 @dataclass(frozen=True)
@@ -42,25 +41,7 @@ class Timeline:
         return self.decode_s / self.total_s
 
 
-def pass_step(m: Machine, new_tokens: int, context: Any = 0, batch: int = 1) -> StepTime:
-    """Time one pass by the machine's method: the lesson's single roofline over the whole
-    pass, or the per-operator ledger summed."""
-    if m.method == "per-op":
-        return per_op_step(m, new_tokens, context, batch)
-    return time_work(pass_work(m.arch, m.prec, new_tokens, context, batch), m)
-
-
-def prefill_step(m: Machine, prompt: int, batch: int = 1) -> StepTime:
-    """The prefill pass: `batch` prompts of `prompt` tokens in one pass."""
-    return pass_step(m, prompt, 0, batch)
-
-
-def decode_step(m: Machine, context: Any, batch: int = 1) -> StepTime:
-    """One decode step: `batch` sequences each reading `context` cached tokens."""
-    return pass_step(m, 1, context, batch)
-
-
-def decode_time_s(m: Machine, prompt: int, output: int, batch: int = 1) -> float:
+def decode_time_s(m: Deployment, prompt: int, output: int, batch: int = 1) -> float:
     """Sum of the decode steps at contexts prompt, prompt+1, ..., prompt+output-1."""
     if output > 4096 and m.method == "lesson":  # long answers: one vectorised call instead of a Python loop
         import numpy as np
@@ -70,7 +51,7 @@ def decode_time_s(m: Machine, prompt: int, output: int, batch: int = 1) -> float
     return float(sum(decode_step(m, prompt + i, batch).time_s for i in range(output)))
 
 
-def request_timeline(m: Machine, prompt: int, output: int, batch: int = 1) -> Timeline:
+def request_timeline(m: Deployment, prompt: int, output: int, batch: int = 1) -> Timeline:
     return Timeline(
         prefill=prefill_step(m, prompt, batch),
         first_decode=decode_step(m, prompt, batch),
@@ -80,7 +61,7 @@ def request_timeline(m: Machine, prompt: int, output: int, batch: int = 1) -> Ti
     )
 
 
-def compute_bound_tokens(m: Machine, limit: int = 1 << 24) -> int:
+def compute_bound_tokens(m: Deployment, limit: int = 1 << 24) -> int:
     """The fewest tokens in one pass (a prefill from empty) that make it compute-bound."""
 
     def compute_bound(n: int) -> bool:

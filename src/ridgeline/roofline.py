@@ -1,82 +1,22 @@
 """Time from the ledger: time = max(FLOPs / (eta_c * peak), bytes / (eta_b * bandwidth)).
 
 The ridge is peak / bandwidth in FLOPs per byte: a pass whose intensity lies above it
-waits on arithmetic (compute-bound), below it on memory (memory-bound). Preset `ideal`
-is the film's arithmetic (eta = 1); preset `lesson` is the lesson's stage, where real
-kernels reach 60% of peak FLOP/s and 80% of bandwidth.
+waits on arithmetic (compute-bound), below it on memory (memory-bound). This is the
+lesson's method: one roofline over a whole pass (`step.price` chooses it or the per-op
+ledger by the deployment's method).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ridgeline._num import Num, maximum, where
-from ridgeline.architecture import Architecture
-from ridgeline.checks import check_efficiency
-from ridgeline.errors import unknown_name
-from ridgeline.hardware import Accelerator
 from ridgeline.ledger import Work
-from ridgeline.parallel import Parallel, comm_time_s, gpu_share
-from ridgeline.precision import Precision
+from ridgeline.parallel import comm_time_s, gpu_share
 
-
-@dataclass(frozen=True)
-class Efficiency:
-    """Fractions of peak FLOP/s and bandwidth reached, plus fixed costs a calibration
-    can add: per forward pass (launches, sampling) and per first token (network)."""
-
-    compute: float = 0.6
-    bandwidth: float = 0.8
-    step_overhead_s: float = 0.0
-    ttft_offset_s: float = 0.0
-
-
-PRESETS = {"ideal": Efficiency(1.0, 1.0), "lesson": Efficiency(0.6, 0.8)}
-METHODS = ("lesson", "per-op")
-
-
-def make_efficiency(
-    preset: str = "lesson", compute_eff: float | None = None, bandwidth_eff: float | None = None
-) -> Efficiency:
-    if preset not in PRESETS:
-        raise unknown_name("preset", preset, PRESETS, "ridgeline estimate --help")
-    base = PRESETS[preset]
-    eff = Efficiency(
-        base.compute if compute_eff is None else compute_eff,
-        base.bandwidth if bandwidth_eff is None else bandwidth_eff,
-    )
-    check_efficiency("--compute-eff", eff.compute)
-    check_efficiency("--bandwidth-eff", eff.bandwidth)
-    return eff
-
-
-@dataclass(frozen=True)
-class Machine:
-    """Everything a pass's time depends on besides its work."""
-
-    arch: Architecture
-    prec: Precision
-    hw: Accelerator
-    par: Parallel
-    eff: Efficiency
-    method: str = "lesson"  # "lesson": one roofline per pass; "per-op": one per operator, summed
-
-    @property
-    def peak_flops(self) -> float:
-        return self.hw.peak(self.prec.maths)
-
-    @property
-    def ridge(self) -> float:
-        return self.hw.ridge(self.prec.maths)
-
-    def at_peak(self) -> Machine:
-        """The same machine at 100% of peak and bandwidth, with no fixed costs: the ceiling."""
-        return replace(self, eff=PRESETS["ideal"])
-
-    @property
-    def effective_ridge(self) -> float:
-        """Where the two sides meet once the efficiencies apply."""
-        return self.eff.compute * self.peak_flops / (self.eff.bandwidth * self.hw.bandwidth_bytes_per_s)
+if TYPE_CHECKING:
+    from ridgeline.deployment import Deployment
 
 
 @dataclass(frozen=True)
@@ -116,7 +56,7 @@ class StepTime:
         return where(self.compute_s >= self.memory_s, "compute", "memory")
 
 
-def time_work(work: Work, m: Machine) -> StepTime:
+def time_work(work: Work, m: Deployment) -> StepTime:
     """Time one pass on the machine. Each pipeline stage runs on its own GPUs in turn, so
     the pass takes pp stage times; each stage's GPU holds its share of the work."""
     par = m.par

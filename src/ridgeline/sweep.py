@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.cost import token_cost
+from ridgeline.deployment import Deployment
 from ridgeline.ledger import pass_work
 from ridgeline.memory import plan
 from ridgeline.request import request_timeline
-from ridgeline.roofline import Machine, time_work
+from ridgeline.roofline import time_work
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ def sweep_batches(largest: int) -> list[int]:
     return [*out, max(largest, 1)]
 
 
-def batch_sweep(m: Machine, prompt: int, output: int, price_per_gpu_hour_usd: float) -> list[SweepRow]:
+def batch_sweep(m: Deployment, prompt: int, output: int, price_per_gpu_hour_usd: float) -> list[SweepRow]:
     """From batch 1 to the largest batch whose KV cache fits beside the weights."""
     largest = plan(m, prompt + output, 1, suggest=False).max_batch
     rows = []
@@ -65,7 +66,7 @@ def compute_bound_from(rows: list[SweepRow]) -> int | None:
     return next((r.batch for r in rows if r.decode_bound == "compute"), None)
 
 
-def decode_grid(m: Machine, batches: Any, contexts: Any) -> Any:
+def decode_grid(m: Deployment, batches: Any, contexts: Any) -> Any:
     """Decode step times (s) over numpy arrays of batch and context, broadcast together."""
     import numpy as np
 

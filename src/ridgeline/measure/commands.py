@@ -9,23 +9,33 @@ from typing import Any, Optional
 
 import typer
 
-JSON = typer.Option(False, "--json", help="Print JSON with stable keys instead of tables.")
-MODEL = typer.Option(
+from ridgeline.options import (
+    BANDWIDTH_EFF,
+    CALIBRATION,
+    COMPUTE_EFF,
+    EP,
+    GPU,
+    GPU_FILE,
+    JSON,
+    KV_DTYPE,
+    MATHS,
+    METHOD,
+    OUTPUT_HELP,
+    PP,
+    PRESET,
+    SLO_TPOT,
+    SLO_TTFT,
+    TP,
+    WEIGHTS,
+    deployment,
+)
+
+RECORDS_MODEL = typer.Option(
     None,
     "--model",
     "-m",
     help="Model to predict with: catalogue name, config.json or .gguf (default: the records').",
 )
-GPU = typer.Option(
-    "h100-sxm", "--gpu", "-g", help="Accelerator to predict with (`host` after `ridgeline probe`)."
-)
-WEIGHTS = typer.Option(
-    None, "--weights", "-w", help="Weight dtype (default: the file's own for a .gguf, else bf16)."
-)
-PRESET = typer.Option("lesson", "--preset", help="ideal or lesson: the efficiencies predicted with.")
-TP = typer.Option(1, "--tp", help="Tensor-parallel GPUs.")
-GPU_FILE = typer.Option(None, "--gpu-file", help="Extra accelerators, TOML or JSON.")
-CALIBRATION = typer.Option(None, "--calibration", help="Calibration (.json or .toml) from `ridgeline fit`.")
 
 
 MAX_GPUS = 65_536  # tensor-parallel GPUs: more is a typo
@@ -108,12 +118,12 @@ def _sendable_key(key: str) -> bool:
     return all(0x21 <= ord(c) <= 0x7E for c in key)
 
 
-def _machine(records_path: str, model: str | None, gpu: str, weights: str | None, **kw: Any) -> Any:
-    """The machine to predict with; the model defaults to the one the records name."""
+def _machine(records_path: str, model: str | None, gpu: str, **kw: Any) -> Any:
+    """The deployment to predict with, and the records; the model defaults to the one the
+    records name (a .gguf's weights default to its stored mix, as everywhere)."""
     from ridgeline.errors import RidgelineError
     from ridgeline.metrics import read_records
     from ridgeline.models import get_model
-    from ridgeline.predict import build_machine
 
     recs = read_records(records_path)
     if model is None:
@@ -127,15 +137,16 @@ def _machine(records_path: str, model: str | None, gpu: str, weights: str | None
             ) from None
     else:
         arch = get_model(model)
-    weights = weights or ("file" if arch.file_bytes_per_param is not None else "bf16")
-    return build_machine(arch, gpu, weights, **kw), recs
+    return deployment(arch, gpu, **kw), recs
 
 
 def measure(
     url: str = typer.Argument(..., help="The server's base URL, such as http://127.0.0.1:8080/v1."),
     model: str = typer.Option(..., "--model", "-m", help="Model name to send (as the server knows it)."),
     prompt_tokens: str = typer.Option("512", "--prompt-tokens", "-p", help="Prompt length(s), N[,N...]."),
-    output_tokens: int = typer.Option(128, "--output-tokens", "-o", help="Tokens to generate (max_tokens)."),
+    output_tokens: int = typer.Option(
+        128, "--output-tokens", "-o", help=OUTPUT_HELP + " The server is asked for max_tokens = M + 1."
+    ),
     concurrency: Optional[str] = typer.Option(
         None, "--concurrency", "-c", help="Requests in flight, C[,C...] (default 1; with --rate, no cap)."
     ),
@@ -171,15 +182,15 @@ def measure(
         None, "--read-timeout", help="Seconds of silence between reads (default: --timeout)."
     ),
     ignore_eos: bool = typer.Option(
-        True, "--ignore-eos/--no-ignore-eos", help="Ask for exactly max_tokens (ignore_eos, min_tokens)."
+        True, "--ignore-eos/--no-ignore-eos", help="Ask for exactly M + 1 tokens (ignore_eos, min_tokens)."
     ),
     extra_body: Optional[str] = typer.Option(
         None, "--extra-body", help="JSON object merged into each request."
     ),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Local .gguf or tokenizer.json."),
     seed: int = typer.Option(0, "--seed", help="Seed for prompts and arrivals."),
-    slo_ttft: Optional[float] = typer.Option(None, "--slo-ttft", help="TTFT objective (s), for goodput."),
-    slo_tpot: Optional[float] = typer.Option(None, "--slo-tpot", help="TPOT objective (s), for goodput."),
+    slo_ttft: Optional[float] = SLO_TTFT,
+    slo_tpot: Optional[float] = SLO_TPOT,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
     as_json: bool = JSON,
 ) -> None:
@@ -230,7 +241,7 @@ def measure(
         _floats("--rate", rate) if rate else None,
     )
     plan = Plan(points, requests, output_tokens, duration, warmup, sweep, burstiness, seed, tokenizer)
-    for flag, objective in (("--slo-ttft", slo_ttft), ("--slo-tpot", slo_tpot)):
+    for flag, objective in (("--slo-ttft-p99", slo_ttft), ("--slo-tpot-p99", slo_tpot)):
         if objective is not None:
             check_positive(flag, objective, hi=MAX_TIMEOUT_S)
     slo = Slo(slo_ttft, slo_tpot)
@@ -303,13 +314,20 @@ def measure(
 
 def compare(
     results: str = typer.Argument(..., help="Records (JSONL) from `measure` or `simulate`."),
-    model: Optional[str] = MODEL,
+    model: Optional[str] = RECORDS_MODEL,
     gpu: str = GPU,
     weights: Optional[str] = WEIGHTS,
-    preset: str = PRESET,
+    maths: str = MATHS,
+    kv_dtype: str = KV_DTYPE,
     tp: int = TP,
+    pp: int = PP,
+    ep: int = EP,
+    preset: str = PRESET,
+    compute_eff: Optional[float] = COMPUTE_EFF,
+    bandwidth_eff: Optional[float] = BANDWIDTH_EFF,
     gpu_file: Optional[str] = GPU_FILE,
     calibration: Optional[str] = CALIBRATION,
+    method: str = METHOD,
     plot: Optional[str] = typer.Option(None, "--plot", help="Folder for PNG plots (needs matplotlib)."),
     as_json: bool = JSON,
 ) -> None:
@@ -322,8 +340,10 @@ def compare(
     check_size("--tp", tp, maximum=MAX_GPUS)
     folder = _plot_folder(plot) if plot else None
     m, recs = _machine(
-        results, model, gpu, weights, tp=tp, preset=preset, gpu_file=gpu_file, calibration=calibration
-    )
+        results, model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep,
+        preset=preset, compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file,
+        calibration=calibration, method=method,
+    )  # fmt: skip
     result = run(m, recs)
     paths = []
     if folder:
@@ -340,12 +360,17 @@ def compare(
 
 def fit(
     results: str = typer.Argument(..., help="Records (JSONL) of a sweep."),
-    model: Optional[str] = MODEL,
+    model: Optional[str] = RECORDS_MODEL,
     gpu: str = GPU,
     weights: Optional[str] = WEIGHTS,
-    preset: str = PRESET,
+    maths: str = MATHS,
+    kv_dtype: str = KV_DTYPE,
     tp: int = TP,
+    pp: int = PP,
+    ep: int = EP,
+    preset: str = PRESET,
     gpu_file: Optional[str] = GPU_FILE,
+    method: str = METHOD,
     out: Optional[str] = typer.Option(
         None,
         "--out",
@@ -366,7 +391,10 @@ def fit(
     path = check_calibration_path(
         out or src.with_name(src.name.removesuffix(".jsonl") + ".calibration.json")
     )  # refused before the fit, not after it
-    m, recs = _machine(results, model, gpu, weights, tp=tp, preset=preset, gpu_file=gpu_file)
+    m, recs = _machine(
+        results, model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep,
+        preset=preset, gpu_file=gpu_file, method=method,
+    )  # fmt: skip
     result = run(m, recs)
     save_calibration(result.calibration(f"ridgeline fit {src.name}"), path)
     if as_json:

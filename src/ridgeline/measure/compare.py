@@ -20,9 +20,10 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ridgeline.deployment import Deployment
 from ridgeline.ledger import pass_work
 from ridgeline.request import request_timeline
-from ridgeline.roofline import Machine, time_work
+from ridgeline.roofline import time_work
 
 
 @dataclass(frozen=True)
@@ -71,14 +72,14 @@ def groups(records: list[dict[str, Any]]) -> list[Group]:
     return out
 
 
-def predict(m: Machine, g: Group) -> tuple[float, float]:
+def predict(m: Deployment, g: Group) -> tuple[float, float]:
     """(TTFT, TPOT) the core predicts for this group's request shape."""
     first = request_timeline(m, g.prompt_tokens, 1, 1)
     t = request_timeline(m, g.prompt_tokens, g.decode_steps, g.concurrency)
     return first.ttft_s, t.tpot_s
 
 
-def decode_parts_s(m: Machine, g: Group) -> dict[str, float]:
+def decode_parts_s(m: Deployment, g: Group) -> dict[str, float]:
     """The middle decode step's time split into weight reads, KV reads and arithmetic."""
     step = pass_work(m.arch, m.prec, 1, g.prompt_tokens + g.decode_steps // 2, g.concurrency)
     timed = time_work(step, m)
@@ -145,7 +146,7 @@ def ttft_intercept(points: list[tuple[float, float]]) -> tuple[float | None, flo
     return (offset, slope) if np.isfinite(offset) and np.isfinite(slope) else (None, None)
 
 
-def compare(m: Machine, records: list[dict[str, Any]]) -> Comparison:
+def compare(m: Deployment, records: list[dict[str, Any]]) -> Comparison:
     gs = groups(records)
     top = m.at_peak()
     rows = []

@@ -20,9 +20,11 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ridgeline.calibration import Calibration
+from ridgeline.deployment import Deployment
+from ridgeline.efficiency import Efficiency
 from ridgeline.ledger import pass_work
 from ridgeline.measure.compare import Group, groups, predict
-from ridgeline.roofline import Efficiency, Machine, time_work
+from ridgeline.roofline import time_work
 
 PARAMS = ("ttft_offset_s", "step_overhead_s", "seconds_per_flop", "seconds_per_byte")
 HOLD_ORDER = ("step_overhead_s", "ttft_offset_s", "seconds_per_flop", "seconds_per_byte")
@@ -41,7 +43,7 @@ class Row:
     comm_s: float
 
 
-def rows_of(m: Machine, gs: list[Group]) -> list[Row]:
+def rows_of(m: Deployment, gs: list[Group]) -> list[Row]:
     """TTFT rows from the lowest concurrency (higher ones include queueing) and TPOT rows
     from every point with two or more tokens."""
     import numpy as np
@@ -180,7 +182,7 @@ class Fit:
         return asdict(self)
 
 
-def errors(m: Machine, gs: list[Group]) -> dict[str, float | None]:
+def errors(m: Deployment, gs: list[Group]) -> dict[str, float | None]:
     """Mean and worst |predicted / measured - 1| of TTFT (lowest concurrency) and TPOT."""
     low = min((g.concurrency for g in gs), default=1)
     ttft, tpot = [], []
@@ -210,7 +212,7 @@ NAMES = {
 }
 
 
-def fit(m: Machine, records: list[dict[str, Any]]) -> Fit:
+def fit(m: Deployment, records: list[dict[str, Any]]) -> Fit:
     """Fit (t0, o, F, W) to the records; what the data cannot determine stays at the
     machine's own values (the preset, or the calibration it was built with). Records
     arrive checked (finite, in range); a fit that still ends in a non-finite number, or
@@ -251,7 +253,7 @@ def fit(m: Machine, records: list[dict[str, Any]]) -> Fit:
     )
 
 
-def _fit(m: Machine, gs: list[Group]) -> Fit:
+def _fit(m: Deployment, gs: list[Group]) -> Fit:
     import numpy as np
 
     rows = rows_of(m, gs)

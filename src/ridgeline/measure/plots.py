@@ -9,9 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ridgeline.deployment import Deployment
 from ridgeline.errors import RidgelineError
 from ridgeline.measure.compare import Comparison, Group, predict
-from ridgeline.roofline import Machine
 
 
 def _pyplot() -> Any:
@@ -25,7 +25,7 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot(m: Machine, c: Comparison, folder: Path) -> list[Path]:
+def plot(m: Deployment, c: Comparison, folder: Path) -> list[Path]:
     """ttft_vs_prompt.png and tpot_vs_context.png in `folder`; returns their paths."""
     plt = _pyplot()
     import numpy as np

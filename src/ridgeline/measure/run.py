@@ -42,7 +42,7 @@ class Plan:
 
     points: list[Point]
     requests: int  # per point
-    output_tokens: int
+    output_tokens: int  # decode steps: the tokens after the first (options.OUTPUT_HELP)
     duration_s: float | None = None  # per point: stop sending new requests after this
     warmup: int = 1
     warmup_each_point: bool = False
@@ -64,6 +64,11 @@ class Plan:
         workload.check_burstiness(self.burstiness)
         if self.duration_s is not None:
             check_positive("--duration", self.duration_s, hi=MAX_TIMEOUT_S)
+
+    @property
+    def max_tokens(self) -> int:
+        """What the server is asked for: the prefill's first token, then one a step."""
+        return self.output_tokens + 1
 
 
 class Unreachable(Exception):
@@ -264,7 +269,7 @@ def _finisher(
                 rid,
                 prepared.tokens,
                 tok.source,
-                plan.output_tokens,
+                plan.max_tokens,
                 run_start,
                 arrival_s,
                 counted,
@@ -312,7 +317,7 @@ async def closed_loop(
             if clock() > deadline:
                 return
             arrival_s = clock() - run_start
-            s = await send(client, ep, prompts[point, rid].text, plan.output_tokens)
+            s = await send(client, ep, prompts[point, rid].text, plan.max_tokens)
             finish(s, rid, arrival_s)
 
     await asyncio.gather(*(worker() for _ in range(point.concurrency or 1)))
@@ -341,7 +346,7 @@ async def open_loop(
 
     async def one(rid: int, arrival: float) -> None:
         async with gate:
-            s = await send(client, ep, prompts[point, rid].text, plan.output_tokens)
+            s = await send(client, ep, prompts[point, rid].text, plan.max_tokens)
         finish(s, rid, arrival - run_start)
 
     tasks = []

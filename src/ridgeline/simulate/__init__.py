@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ridgeline.simulate.engine import EngineConfig
     from ridgeline.simulate.plan import Capacity, capacity, compare
-    from ridgeline.simulate.run import Deployment, Result, simulate
+    from ridgeline.simulate.run import Result, simulate
     from ridgeline.simulate.workload import Lengths, Trace, Workload
 
 _WHERE = {
@@ -25,7 +25,6 @@ _WHERE = {
     "Capacity": "plan",
     "capacity": "plan",
     "compare": "plan",
-    "Deployment": "run",
     "Result": "run",
     "simulate": "run",
     "Lengths": "workload",
@@ -34,7 +33,6 @@ _WHERE = {
 }
 __all__ = [
     "Capacity",
-    "Deployment",
     "EngineConfig",
     "Lengths",
     "Result",

@@ -11,18 +11,29 @@ from typing import Any, Optional
 
 import typer
 
-MODEL = typer.Option("llama-3.1-8b", "--model", "-m", help="Catalogue name, config.json, .gguf or org/name.")
-GPU = typer.Option("h100-sxm", "--gpu", "-g", help="Accelerator name (see `ridgeline gpus`).")
-WEIGHTS = typer.Option("bf16", "--weights", "-w", help="bf16, fp8, int8, int4, int4-g128, ...")
-MATHS = typer.Option("bf16", "--maths", help="Arithmetic dtype: bf16 or fp8.")
-KV_DTYPE = typer.Option("bf16", "--kv-dtype", help="KV-cache dtype: bf16, fp8 or int8.")
-TP = typer.Option(1, "--tp", help="Tensor-parallel GPUs per replica.")
-PP = typer.Option(1, "--pp", help="Pipeline-parallel stages per replica.")
-PRESET = typer.Option("lesson", "--preset", help="ideal (the film) or lesson (60%/80%).")
-COMPUTE_EFF = typer.Option(None, "--compute-eff", help="Fraction of peak FLOP/s.")
-BANDWIDTH_EFF = typer.Option(None, "--bandwidth-eff", help="Fraction of bandwidth.")
-GPU_FILE = typer.Option(None, "--gpu-file", help="Extra accelerators, TOML or JSON.")
-CALIBRATION = typer.Option(None, "--calibration", help="Calibration JSON from `ridgeline fit`.")
+from ridgeline.options import (
+    BANDWIDTH_EFF,
+    CALIBRATION,
+    COMPUTE_EFF,
+    EP,
+    GPU,
+    GPU_FILE,
+    JSON,
+    KV_DTYPE,
+    MATHS,
+    METHOD,
+    MODEL,
+    OUTPUT_HELP,
+    PP,
+    PRESET,
+    SLO_E2E,
+    SLO_TPOT,
+    SLO_TTFT,
+    TP,
+    WEIGHTS,
+    deployment,
+)
+
 ARRIVAL = typer.Option("poisson", "--arrival", help="poisson, gamma (see --burstiness) or constant.")
 BURSTINESS = typer.Option(
     1.0, "--burstiness", help="Gamma shape k, 0.01 to 100: 1 is Poisson, below 1 burstier."
@@ -30,9 +41,7 @@ BURSTINESS = typer.Option(
 PROMPT = typer.Option(
     2000, "--prompt-tokens", "-p", help="Prompt tokens (the mean when a --prompt-dist is set)."
 )
-OUTPUT = typer.Option(
-    500, "--output-tokens", "-o", help="Output tokens M, decode steps (the mean with --output-dist)."
-)
+OUTPUT = typer.Option(500, "--output-tokens", "-o", help=OUTPUT_HELP + " The mean with --output-dist.")
 PROMPT_DIST = typer.Option(
     "fixed", "--prompt-dist", help="fixed, uniform[:W], lognormal[:SIGMA <= 3] or file:PATH."
 )
@@ -48,28 +57,26 @@ UTILIZATION = typer.Option(0.9, "--gpu-memory-utilization", help="Fraction of me
 HIT_RATE = typer.Option(0.0, "--prefix-hit-rate", help="Fraction of each prompt found in the prefix cache.")
 SHARED = typer.Option(0, "--shared-prefix", help="Tokens of a prefix every prompt shares (kept cached).")
 SEED = typer.Option(0, "--seed", help="Seed for arrivals and lengths: the same seed, the same run.")
-SLO_TTFT = typer.Option(None, "--slo-ttft-p99", help="Target p99 TTFT, seconds.")
-SLO_TPOT = typer.Option(None, "--slo-tpot-p99", help="Target p99 TPOT, seconds.")
-SLO_E2E = typer.Option(None, "--slo-e2e-p99", help="Target p99 end-to-end latency, seconds.")
 TRACE = typer.Option(
     None, "--trace", help="Replay a CSV/JSONL trace (arrival_s or timestamp, prompt/output_tokens)."
 )
-JSON = typer.Option(False, "--json", help="Print JSON with stable keys instead of tables.")
 
 
 def simulate(
     model: str = MODEL,
     gpu: str = GPU,
-    weights: str = WEIGHTS,
+    weights: Optional[str] = WEIGHTS,
     maths: str = MATHS,
     kv_dtype: str = KV_DTYPE,
     tp: int = TP,
     pp: int = PP,
+    ep: int = EP,
     preset: str = PRESET,
     compute_eff: Optional[float] = COMPUTE_EFF,
     bandwidth_eff: Optional[float] = BANDWIDTH_EFF,
     gpu_file: Optional[str] = GPU_FILE,
     calibration: Optional[str] = CALIBRATION,
+    method: str = METHOD,
     replicas: int = typer.Option(
         1, "--replicas", help="Identical replicas behind the router (at most 1000)."
     ),
@@ -113,26 +120,15 @@ def simulate(
     """Serve a workload on a fleet: continuous batching, paged KV cache, p50/p90/p99."""
     from ridgeline.simulate import output as out_files
     from ridgeline.simulate.engine import EngineConfig
-    from ridgeline.simulate.run import Deployment
     from ridgeline.simulate.run import simulate as run
 
     if out:
         out_files.check_out_path(out)
-    deployment = Deployment(
-        model,
-        gpu,
-        weights,
-        maths,
-        kv_dtype,
-        tp,
-        pp,
-        1,
-        preset,
-        compute_eff,
-        bandwidth_eff,
-        gpu_file,
-        calibration,
-    )
+    d = deployment(
+        model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep, preset=preset,
+        compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
+        method=method,
+    )  # fmt: skip
     w = _workload(
         rate,
         arrival,
@@ -158,7 +154,7 @@ def simulate(
     if total is None and not w.closed and w.rate_per_s and w.duration_s:
         total = int(w.rate_per_s * w.duration_s)
     with _progress(not as_json and (total or 0) >= 5000, total, "simulating") as progress:
-        result = run(deployment, w, cfg, replicas, router, slo, progress)
+        result = run(d, w, engine=cfg, replicas=replicas, router=router, slo=slo, progress=progress)
     if out:
         out_files.write_records(out, result.records)
     if as_json:
@@ -172,16 +168,18 @@ def simulate(
 def plan(
     model: str = MODEL,
     gpu: str = GPU,
-    weights: str = WEIGHTS,
+    weights: Optional[str] = WEIGHTS,
     maths: str = MATHS,
     kv_dtype: str = KV_DTYPE,
     tp: int = TP,
     pp: int = PP,
+    ep: int = EP,
     preset: str = PRESET,
     compute_eff: Optional[float] = COMPUTE_EFF,
     bandwidth_eff: Optional[float] = BANDWIDTH_EFF,
     gpu_file: Optional[str] = GPU_FILE,
     calibration: Optional[str] = CALIBRATION,
+    method: str = METHOD,
     compare: Optional[str] = typer.Option(
         None, "--compare", help="Rank deployments GPU[:TP[:WEIGHTS]],...: e.g. h100-sxm:1:bf16,h200:1:fp8."
     ),
@@ -222,7 +220,6 @@ def plan(
     """The highest rate per replica inside a p99 SLO; replicas, GPUs and $ per million tokens."""
     from ridgeline.simulate import plan as planner
     from ridgeline.simulate.engine import EngineConfig
-    from ridgeline.simulate.run import Deployment
 
     planner.check_plan(rate, requests, seeds)
     w = _workload(
@@ -252,15 +249,14 @@ def plan(
     cfg = EngineConfig(max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization)
     slo = _slo(slo_ttft_p99, slo_tpot_p99, slo_e2e_p99)
     specs = planner.parse_deployments(compare, weights) if compare else [(gpu, tp, weights)]
-    deployments = [
-        Deployment(
-            model, g, wt, maths, kv_dtype, t, pp, 1, preset, compute_eff, bandwidth_eff, gpu_file, calibration
-        )
-        for g, t, wt in specs
+    planner.check_plan(rate, requests, seeds, len(specs))
+    shared: dict[str, Any] = dict(
+        maths=maths, kv_dtype=kv_dtype, pp=pp, ep=ep, preset=preset, compute_eff=compute_eff,
+        bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration, method=method,
+    )  # fmt: skip
+    deployments = [  # bad names fail here, before any simulation
+        deployment(model, g, weights=wt, tp=t, **shared) for g, t, wt in specs
     ]
-    planner.check_plan(rate, requests, seeds, len(deployments))
-    for d in deployments:
-        d.machine()  # bad names fail before any simulation
     estimate = len(deployments) * (seeds * 8 + 2)
     with _progress(not as_json, estimate, "planning") as progress:
         ticks = [0]

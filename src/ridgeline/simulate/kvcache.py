@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from ridgeline import ledger, memory, parallel
 from ridgeline.checks import MAX_COUNT, MAX_TOKENS, check_fraction, check_size
+from ridgeline.deployment import Deployment
 from ridgeline.errors import RidgelineError
-from ridgeline.roofline import Machine
 
 BLOCK_TOKENS = 16
 MAX_BLOCK_TOKENS = 1024  # vLLM offers 8 to 128; the engine counts a block's residues one by one
@@ -39,7 +39,7 @@ def blocks_for(tokens: int, block_tokens: int) -> int:
 
 
 def kv_cache(
-    m: Machine,
+    m: Deployment,
     block_tokens: int = BLOCK_TOKENS,
     utilization: float = memory.GPU_MEMORY_UTILIZATION,
     max_num_seqs: int = 256,

@@ -30,12 +30,12 @@ from typing import Any
 
 from ridgeline import metrics, request
 from ridgeline.checks import check_number, check_price, check_size
+from ridgeline.deployment import Deployment
 from ridgeline.errors import RidgelineError
-from ridgeline.roofline import Machine
 from ridgeline.simulate import report
 from ridgeline.simulate.engine import EngineConfig
 from ridgeline.simulate.kvcache import kv_cache
-from ridgeline.simulate.run import Deployment, check_slo, simulate
+from ridgeline.simulate.run import check_slo, simulate
 from ridgeline.simulate.workload import MAX_RATE_PER_S, MAX_SEED, MAX_SPAN_S, Workload, check_context
 
 TOLERANCE = 1.01  # bisection stops when hi / lo is below this
@@ -93,7 +93,7 @@ class Capacity:
         return asdict(self)
 
 
-def parse_deployments(spec: str, weights: str) -> list[tuple[str, int, str]]:
+def parse_deployments(spec: str, weights: str | None) -> list[tuple[str, int, str | None]]:
     """`GPU[:TP[:WEIGHTS]]`, comma-separated: `h100-sxm:1:bf16,h200:1:fp8,a100-80gb-sxm:2`."""
     items = spec.split(",")
     if len(items) > MAX_DEPLOYMENTS:
@@ -149,7 +149,7 @@ def check_plan(
 
 
 def trial(
-    m: Machine, w: Workload, cfg: EngineConfig, slo: metrics.Slo, rate: float, seed: int, requests: int
+    m: Deployment, w: Workload, cfg: EngineConfig, slo: metrics.Slo, rate: float, seed: int, requests: int
 ) -> Trial:
     """Simulate one run and judge it against the SLO."""
     if not rate <= MAX_RATE_PER_S:
@@ -158,7 +158,7 @@ def trial(
             "simulator plans for: check the SLO and the workload"
         )
     run = replace(w, rate_per_s=rate, seed=seed, requests=requests, duration_s=None)
-    res = simulate(workload=run, engine=cfg, machine=m, summarize=False)
+    res = simulate(m, run, engine=cfg, summarize=False)
     records = report.make_records(res.reqs, m.eff.ttft_offset_s, None)
     p99 = {
         key: metrics.percentiles([r[key] for r in records], key, boot=1).p99
@@ -187,7 +187,7 @@ class Guess:
         return min(max(n, MIN_REQUESTS), MAX_REQUESTS)
 
 
-def first_guess(m: Machine, w: Workload, cfg: EngineConfig) -> Guess:
+def first_guess(m: Deployment, w: Workload, cfg: EngineConfig) -> Guess:
     """Each request's prefill plus its share of M decode steps at the batch the KV cache or
     max_num_seqs allows: rate = 1 / (prefill + M x step / batch); E2E = prefill + M x step."""
     prompt, output = w.prompt.mean, w.output.mean
@@ -269,7 +269,7 @@ def capacity(
             f"--seed {workload.seed} leaves no room for the {seeds} seeds after it; "
             f"give at most {MAX_SEED - seeds}"
         )
-    m = deployment.machine()
+    m = deployment
     price = (
         m.hw.price_per_hour_usd if price_per_gpu_hour is None else check_price("--price", price_per_gpu_hour)
     )
@@ -301,7 +301,7 @@ def capacity(
     if best <= floor:
         raise unreachable(m, slo, workload)
     confirm = replace(workload, rate_per_s=best, seed=workload.seed + seeds, requests=n, duration_s=None)
-    res = simulate(workload=confirm, engine=cfg, machine=m, slo=slo)
+    res = simulate(m, confirm, engine=cfg, slo=slo)
     tick()
     s = res.summary
     prompt_mean = statistics.fmean(res.reqs.prompt)
@@ -352,7 +352,7 @@ def capacity(
 
 
 def alone_check(
-    m: Machine, w: Workload, cfg: EngineConfig, slo: metrics.Slo, guess: float, tick: Tick
+    m: Deployment, w: Workload, cfg: EngineConfig, slo: metrics.Slo, guess: float, tick: Tick
 ) -> float:
     """At a rate where requests seldom overlap the SLO must hold, or no rate can meet it.
     Returns that rate: the floor of the search."""
@@ -364,7 +364,7 @@ def alone_check(
     return floor
 
 
-def unreachable(m: Machine, slo: metrics.Slo, w: Workload, t: Trial | None = None) -> RidgelineError:
+def unreachable(m: Deployment, slo: metrics.Slo, w: Workload, t: Trial | None = None) -> RidgelineError:
     alone = request.request_timeline(m, w.prompt.mean, w.output.mean)
     seen = (
         f"; alone, a request of {w.prompt.mean:,} + {w.output.mean:,} tokens has TTFT "

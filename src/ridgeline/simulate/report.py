@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ridgeline import ledger, metrics
-from ridgeline.roofline import Machine
+from ridgeline.deployment import Deployment
 from ridgeline.simulate.engine import Engine
 from ridgeline.simulate.requests import Requests
 
@@ -85,7 +85,9 @@ def overloaded(reqs: Requests, closed: bool) -> bool:
     return slope > OVERLOAD_SLOPE and slope * span > 1.0
 
 
-def utilisation(engines: Sequence[Engine], m: Machine, makespan_s: float, bins: int = 60) -> dict[str, Any]:
+def utilisation(
+    engines: Sequence[Engine], m: Deployment, makespan_s: float, bins: int = 60
+) -> dict[str, Any]:
     """Batch, queue, KV utilisation, MFU and MBU: over the run, and over time in `bins`."""
     import numpy as np
 

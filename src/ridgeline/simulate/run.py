@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ridgeline import metrics
-from ridgeline.calibration import Calibration
 from ridgeline.checks import check_positive, check_size
+from ridgeline.deployment import Deployment
 from ridgeline.errors import RidgelineError
-from ridgeline.predict import build_machine
-from ridgeline.roofline import Machine
 from ridgeline.simulate import report
 from ridgeline.simulate.engine import Engine, EngineConfig
 from ridgeline.simulate.kvcache import KvCache, blocks_for, kv_cache
@@ -27,45 +24,9 @@ MAX_REPLICAS = 1000
 MAX_ROUTING_LOOKS = 100_000_000
 
 
-@dataclass(frozen=True)
-class Deployment:
-    """One replica: a model on tp x pp GPUs, as `ridgeline estimate` takes it."""
-
-    model: str = "llama-3.1-8b"
-    gpu: str = "h100-sxm"
-    weights: str = "bf16"
-    maths: str = "bf16"
-    kv_dtype: str = "bf16"
-    tp: int = 1
-    pp: int = 1
-    ep: int = 1
-    preset: str = "lesson"
-    compute_eff: float | None = None
-    bandwidth_eff: float | None = None
-    gpu_file: str | None = None
-    calibration: str | Path | Calibration | None = None
-
-    def machine(self) -> Machine:
-        return build_machine(
-            self.model,
-            self.gpu,
-            self.weights,
-            self.maths,
-            self.kv_dtype,
-            self.tp,
-            self.pp,
-            self.ep,
-            self.preset,
-            self.compute_eff,
-            self.bandwidth_eff,
-            self.gpu_file,
-            self.calibration,
-        )
-
-
 @dataclass
 class Result:
-    machine: Machine
+    machine: Deployment
     kv: KvCache
     reqs: Requests
     engines: list[Engine]
@@ -109,17 +70,18 @@ def check_fits(reqs: Requests, start: int, blocks: int, block_tokens: int) -> No
 def simulate(
     deployment: Deployment | None = None,
     workload: Workload | None = None,
+    *,
     engine: EngineConfig | None = None,
     replicas: int = 1,
     router: str = "round-robin",
     slo: metrics.Slo | None = None,
     progress: Callable[[int], None] | None = None,
-    machine: Machine | None = None,
     summarize: bool = True,
 ) -> Result:
-    """Run the workload to the end (every request finishes) and summarize it (unless
-    `summarize` is False: then only the per-request arrays are filled)."""
-    deployment = deployment or Deployment()
+    """Run the workload on replicas of the deployment to the end (every request finishes)
+    and summarize it (unless `summarize` is False: then only the per-request arrays are
+    filled)."""
+    deployment = deployment or Deployment.build()
     workload = workload or Workload()
     cfg = engine or EngineConfig()
     if not isinstance(workload, Workload):
@@ -127,7 +89,7 @@ def simulate(
     check_engine(cfg, replicas)
     check_router(router)
     check_slo(slo)
-    m = machine or deployment.machine()
+    m = deployment
     kv = kv_cache(
         m, cfg.block_tokens, cfg.gpu_memory_utilization, cfg.max_num_seqs, cfg.max_num_batched_tokens
     )
@@ -169,7 +131,7 @@ def simulate(
 
 
 def summarize_run(
-    m: Machine,
+    m: Deployment,
     kv: KvCache,
     reqs: Requests,
     engines: list[Engine],

@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 
 from ridgeline import ledger, roofline
-from ridgeline.roofline import Machine, StepTime
+from ridgeline.deployment import Deployment
+from ridgeline.roofline import StepTime
 
 PROBE = float(1 << 30)  # pairs / tokens used to read a slope off the core without rounding loss
 
@@ -28,7 +29,7 @@ PROBE = float(1 << 30)  # pairs / tokens used to read a slope off the core witho
 class StepModel:
     """Step times from the core, memoised by T; `groups` are the model's (layers, window)."""
 
-    def __init__(self, m: Machine) -> None:
+    def __init__(self, m: Deployment) -> None:
         self.m = m
         self.groups = m.arch.window_groups()
         self.layers = [n for n, _ in self.groups]

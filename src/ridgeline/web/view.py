@@ -6,13 +6,13 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any
 
+from ridgeline.deployment import Deployment
 from ridgeline.errors import unknown_name
-from ridgeline.ledger import pass_work
 from ridgeline.models import catalogue_names
 from ridgeline.points import attainable_flops
-from ridgeline.predict import build_machine, estimate_on
-from ridgeline.request import compute_bound_tokens, decode_step
-from ridgeline.roofline import Machine
+from ridgeline.predict import estimate_on
+from ridgeline.request import compute_bound_tokens
+from ridgeline.step import decode_step
 
 # The chart's roofs are drawn between these intensities (FLOPs per byte); the page clips.
 INTENSITY_MIN = 1e-2
@@ -46,14 +46,16 @@ def check_model(name: str) -> str:
 
 
 @lru_cache(maxsize=512)
-def machine(s: State) -> Machine:
-    return build_machine(check_model(s.model), s.gpu, s.weights, s.maths, tp=s.tp, preset=s.preset)
+def machine(s: State) -> Deployment:
+    return Deployment.build(
+        check_model(s.model), s.gpu, weights=s.weights, maths=s.maths, tp=s.tp, preset=s.preset
+    )
 
 
 @lru_cache(maxsize=512)
 def estimate_dict(s: State) -> dict[str, Any]:
     """Exactly `ridgeline estimate --json` for this state."""
-    return estimate_on(machine(s), s.prompt, s.output, s.batch, preset=s.preset).to_dict()
+    return estimate_on(machine(s), prompt=s.prompt, output=s.output, batch=s.batch).to_dict()
 
 
 def _point(m: Any, phase: dict[str, Any]) -> dict[str, Any]:
@@ -68,7 +70,6 @@ def roofline_dict(s: State) -> dict[str, Any]:
     e = estimate_dict(s)
     m = machine(s)
     ideal = m.at_peak()
-    prefill_work = pass_work(m.arch, m.prec, s.prompt, 0, s.batch)
     return {
         "peak_flops": m.peak_flops,
         "bandwidth_bytes_per_s": m.hw.bandwidth_bytes_per_s,
@@ -83,7 +84,7 @@ def roofline_dict(s: State) -> dict[str, Any]:
         "prefill": {"tokens": s.batch * s.prompt, **_point(m, e["prefill"])},
         "decode": {"batch": s.batch, "context": s.prompt, **_point(m, e["decode"])},
         "compute_bound_tokens": compute_bound_tokens(m),
-        "prefill_attention_share": float(prefill_work.attention_flops / prefill_work.flops),
+        "prefill_attention_share": e["prefill"]["attention_share"],
         # the decode speed limit: one step that reads the weights and no KV cache
         "decode_floor_s": float(decode_step(m, 0, s.batch).time_s),
     }

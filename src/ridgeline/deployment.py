@@ -1,0 +1,125 @@
+"""One deployment: a model on an accelerator, in a precision and a parallelism, at an
+efficiency, timed by a method. Every face builds one and passes it down; every number
+(`step.price`, the memory plan, `estimate_on`) is asked of it.
+
+    d = Deployment.build("llama-3.1-8b", "h100-sxm", weights="fp8", tp=2)
+
+It knows its own defaults: a .gguf model's weights are the file's stored mix unless the
+user says otherwise, and a calibration replaces its preset's efficiencies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ridgeline.architecture import Architecture
+from ridgeline.calibration import Calibration, load_calibration
+from ridgeline.checks import check_efficiency, check_size
+from ridgeline.efficiency import METHODS, PRESETS, Efficiency, make_efficiency
+from ridgeline.errors import RidgelineError, unknown_name
+from ridgeline.hardware import Accelerator, get_accelerator
+from ridgeline.models import get_model
+from ridgeline.parallel import Parallel, make_parallel
+from ridgeline.precision import Precision, make_precision
+
+
+@dataclass(frozen=True, kw_only=True)
+class Deployment:
+    """Everything a pass's time depends on besides its work."""
+
+    arch: Architecture
+    prec: Precision
+    hw: Accelerator
+    par: Parallel = field(default_factory=Parallel)
+    eff: Efficiency = PRESETS["lesson"]
+    method: str = "lesson"  # "lesson": one roofline per pass; "per-op": one per operator, summed
+    preset: str = "lesson"  # the preset the efficiencies start from
+    calibration: str | None = None  # where fitted efficiencies came from, when they did
+
+    @classmethod
+    def build(
+        cls,
+        model: str | Architecture = "llama-3.1-8b",
+        gpu: str | Accelerator = "h100-sxm",
+        *,
+        weights: str | None = None,
+        maths: str = "bf16",
+        kv_dtype: str = "bf16",
+        tp: int = 1,
+        pp: int = 1,
+        ep: int = 1,
+        preset: str = "lesson",
+        compute_eff: float | None = None,
+        bandwidth_eff: float | None = None,
+        gpu_file: str | Path | None = None,
+        calibration: str | Path | Calibration | None = None,
+        method: str = "lesson",
+        peak_tflops: float | None = None,
+        bandwidth_tbs: float | None = None,
+        memory_gb: float | None = None,
+    ) -> Deployment:
+        """Resolve names into a deployment, with one clear error for each bad value.
+
+        A calibration (from `ridgeline fit`) replaces the preset's efficiencies; explicit
+        compute_eff / bandwidth_eff still win over both."""
+        arch = model if isinstance(model, Architecture) else get_model(model)
+        hw = (
+            gpu
+            if isinstance(gpu, Accelerator)
+            else get_accelerator(gpu, gpu_file, peak_tflops, bandwidth_tbs, memory_gb)
+        )
+        if weights is None:  # bf16, or the stored mix of a GGUF file
+            weights = "bf16" if arch.file_bytes_per_param is None else "file"
+        if weights == "file" and arch.file_bytes_per_param is None:
+            raise RidgelineError("--weights file needs a .gguf model; give a dtype such as bf16")
+        prec = make_precision(weights, maths, kv_dtype)
+        hw.peak(prec.maths)  # fail early when the accelerator lacks this maths dtype
+        for name, value in (("--tp", tp), ("--pp", pp), ("--ep", ep)):
+            check_size(name, value, maximum=1 << 16)
+        par = make_parallel(arch, tp, pp, ep)
+        eff = make_efficiency(preset, compute_eff, bandwidth_eff)
+        source = None
+        if calibration is not None:
+            cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration)
+            fitted = cal.efficiency(hw.peak(prec.maths), hw.bandwidth_bytes_per_s)
+            eff = replace(
+                fitted,
+                compute=fitted.compute if compute_eff is None else eff.compute,
+                bandwidth=fitted.bandwidth if bandwidth_eff is None else eff.bandwidth,
+            )
+            # A measured rate may beat a catalogue's peak a little; it cannot be nothing.
+            check_efficiency("the calibration's compute efficiency", eff.compute, hi=10.0)
+            check_efficiency("the calibration's bandwidth efficiency", eff.bandwidth, hi=10.0)
+            source = cal.source or str(calibration)
+        if method not in METHODS:
+            raise unknown_name("timing method", method, METHODS, "ridgeline estimate --help")
+        return cls(
+            arch=arch, prec=prec, hw=hw, par=par, eff=eff, method=method, preset=preset, calibration=source
+        )
+
+    @property
+    def peak_flops(self) -> float:
+        return self.hw.peak(self.prec.maths)
+
+    @property
+    def ridge(self) -> float:
+        return self.hw.ridge(self.prec.maths)
+
+    @property
+    def effective_ridge(self) -> float:
+        """Where the two sides meet once the efficiencies apply."""
+        return self.eff.compute * self.peak_flops / (self.eff.bandwidth * self.hw.bandwidth_bytes_per_s)
+
+    @property
+    def gpus(self) -> int:
+        return self.par.gpus
+
+    def at_peak(self) -> Deployment:
+        """The same deployment at 100% of peak and bandwidth, with no fixed costs: the ceiling."""
+        return replace(self, eff=PRESETS["ideal"], preset="ideal", calibration=None)
+
+    def with_method(self, method: str) -> Deployment:
+        if method not in METHODS:
+            raise unknown_name("timing method", method, METHODS, "ridgeline estimate --help")
+        return replace(self, method=method)
