@@ -117,10 +117,15 @@ def pass_work(arch: Architecture, prec: Precision, new_tokens: Num, context: Num
 
     A prefill of N tokens is (N, 0); a decode step at context C is (1, C).
     """
-    tokens = batch * new_tokens
-    pairs = [(n, batch * attended_pairs(new_tokens, context, w)) for n, w in arch.window_groups()]
-    cached = [(n, batch * cached_tokens(context, w)) for n, w in arch.window_groups()]
-    return work_from_totals(arch, prec, tokens, pairs, cached)
+    return work_of(arch, prec, uniform(arch, new_tokens, context, batch))
+
+
+def work_of(arch: Architecture, prec: Precision, p: Pass) -> Work:
+    """The work of a pass described by its totals (a mixed step of the simulator too)."""
+    layers = [n for n, _ in arch.window_groups()]
+    pairs = list(zip(layers, p.pairs, strict=True))
+    cached = list(zip(layers, p.cached, strict=True))
+    return work_from_totals(arch, prec, p.tokens, pairs, cached)
 
 
 def work_from_totals(
@@ -150,3 +155,27 @@ def training_flops_per_token(arch: Architecture) -> float:
 
 
 TRAINING_BYTES_PER_PARAM = 16  # bf16 weights + grads, fp32 master weights + two Adam moments
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What one forward pass carries, summed over its sequences: new tokens, and per window
+    group of layers (Architecture.window_groups) the attended pairs and the cached tokens
+    read per layer; `sampled` tokens go through the lm_head (one per sequence that emits)."""
+
+    tokens: Num
+    pairs: tuple[Num, ...]
+    cached: tuple[Num, ...]
+    sampled: Num
+
+
+def uniform(arch: Architecture, new_tokens: Num, context: Num = 0, batch: Num = 1) -> Pass:
+    """`batch` identical sequences, each adding `new_tokens` after `context` cached ones.
+    A prefill of N tokens is (N, 0); a decode step at context C is (1, C)."""
+    groups = arch.window_groups()
+    return Pass(
+        tokens=batch * new_tokens,
+        pairs=tuple(batch * attended_pairs(new_tokens, context, w) for _, w in groups),
+        cached=tuple(batch * cached_tokens(context, w) for _, w in groups),
+        sampled=batch,
+    )

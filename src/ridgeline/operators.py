@@ -21,45 +21,47 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ridgeline.ledger import distinct_experts, weight_bytes_per_param
+from ridgeline._num import Num, maximum, where
+from ridgeline.ledger import Pass, distinct_experts, weight_bytes_per_param
 from ridgeline.parallel import comm_bytes_per_gpu, comm_time_s, gpu_share
 from ridgeline.roofline import StepTime
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
-    from ridgeline.step import Pass
 
 LAUNCH_OVERHEAD_S = 30e-6  # per step: kernel launches with CUDA graphs, sampling, scheduling
-NORM_FLOPS_PER_ELEMENT = 4
-ATTENTION = "attention (FlashAttention)"  # RMSNorm: square, sum, scale, weight
+NORM_FLOPS_PER_ELEMENT = 4  # RMSNorm: square, sum, scale, weight
+ATTENTION = "attention (FlashAttention)"
 
 
 @dataclass(frozen=True)
 class OpRow:
+    """One operator of a pass. Every figure may be a float or a numpy array (a sweep)."""
+
     name: str
-    flops: float
-    bytes: float
-    weight_bytes: float  # the part of `bytes` that is weights (split by TP/EP)
-    kv_bytes: float  # the part that is KV cache (split by KV heads)
-    intensity: float
-    bound: str
-    time_s: float
+    flops: Num
+    bytes: Num
+    weight_bytes: Num  # the part of `bytes` that is weights (split by TP/EP)
+    kv_bytes: Num  # the part that is KV cache (split by KV heads)
+    intensity: Num
+    bound: Num  # "compute" or "memory" (or an array of them)
+    time_s: Num
     # one GPU's share of the time, by what it waits on, and its bytes
-    compute_s: float = 0.0
-    weight_s: float = 0.0
-    kv_s: float = 0.0
-    other_s: float = 0.0
-    weight_bytes_per_gpu: float = 0.0
-    kv_bytes_per_gpu: float = 0.0
+    compute_s: Num = 0.0
+    weight_s: Num = 0.0
+    kv_s: Num = 0.0
+    other_s: Num = 0.0
+    weight_bytes_per_gpu: Num = 0.0
+    kv_bytes_per_gpu: Num = 0.0
 
 
 def _row(
     m: Deployment,
     name: str,
-    flops: float,
-    act_bytes: float,
-    weight_bytes: float,
-    kv_bytes: float = 0.0,
+    flops: Num,
+    act_bytes: Num,
+    weight_bytes: Num,
+    kv_bytes: Num = 0.0,
     experts: bool = False,
 ) -> OpRow:
     """One operator under its own roofline, on one GPU's share (parallel.gpu_share);
@@ -86,9 +88,9 @@ def _row(
         bytes=total,
         weight_bytes=weight_bytes,
         kv_bytes=kv_bytes,
-        intensity=flops / total if total else 0.0,
-        bound="compute" if compute_s >= memory_s else "memory",
-        time_s=max(compute_s, memory_s),
+        intensity=flops / total,  # every operator moves bytes: activations at least
+        bound=where(compute_s >= memory_s, "compute", "memory"),
+        time_s=maximum(compute_s, memory_s),
         compute_s=compute_s,
         weight_s=weight_s,
         kv_s=kv_s,
@@ -102,7 +104,7 @@ def operator_rows(m: Deployment, p: Pass) -> list[OpRow]:
     """The ledger of one pass (step.Pass: its tokens, pairs and cached tokens by window
     group, and the tokens it samples)."""
     a, prec = m.arch, m.prec
-    t = float(p.tokens)
+    t = p.tokens * 1.0
     h, layers = a.hidden, a.layers
     act, wb = prec.activation_bytes, weight_bytes_per_param(a, prec)
     kv_layer = a.kv_elements_per_token_per_layer * prec.kv_bytes_per_element
@@ -160,13 +162,13 @@ def operator_rows(m: Deployment, p: Pass) -> list[OpRow]:
     norm_flops = t * h * (NORM_FLOPS_PER_ELEMENT * norms + 2 * layers)
     norm_act = t * h * act * (2 * norms + 3 * 2 * layers)  # norms read+write; residual adds read 2, write 1
     rows.append(_row(m, "norms and residuals", norm_flops, norm_act, norms * h * wb))
-    sampled = float(p.sampled)  # a prefill samples only its last token
+    sampled = p.sampled * 1.0  # a prefill samples only its last token
     lm = a.vocab * h
     rows.append(_row(m, "lm_head", 2 * sampled * lm, sampled * (h * act + a.vocab * 4), lm * wb))
     return rows
 
 
-def _moe_rows(m: Deployment, t: float) -> list[OpRow]:
+def _moe_rows(m: Deployment, t: Num) -> list[OpRow]:
     a = m.arch
     act, wb = m.prec.activation_bytes, weight_bytes_per_param(a, m.prec)
     layers, h, k = a.moe_layers, a.hidden, a.experts_per_token
@@ -213,19 +215,20 @@ def per_op_step(m: Deployment, p: Pass) -> StepTime:
     split by what each row waits on: a compute-bound row's time is compute, a memory-bound
     row's is its weight, KV and activation reads in proportion."""
     rows = operator_rows(m, p)
-    compute = sum(r.time_s for r in rows if r.bound == "compute")
-    memory_rows = [r for r in rows if r.bound == "memory"]
+    compute = [r.compute_s >= r.weight_s + r.kv_s + r.other_s for r in rows]
+    compute_s = sum(where(c, r.time_s, 0.0) for c, r in zip(compute, rows, strict=True))
+    memory_s = sum(where(c, 0.0, r.time_s) for c, r in zip(compute, rows, strict=True))
     return StepTime(
         flops=sum(r.flops for r in rows),
         bytes=sum(r.bytes for r in rows),
-        compute_s=compute,
-        weight_s=sum(r.weight_s for r in memory_rows),
-        kv_s=sum(r.kv_s for r in memory_rows),
-        other_s=sum(r.other_s for r in memory_rows),
+        compute_s=compute_s,
+        weight_s=sum(where(c, 0.0, r.weight_s) for c, r in zip(compute, rows, strict=True)),
+        kv_s=sum(where(c, 0.0, r.kv_s) for c, r in zip(compute, rows, strict=True)),
+        other_s=sum(where(c, 0.0, r.other_s) for c, r in zip(compute, rows, strict=True)),
         comm_s=comm_time_s(m.arch, m.prec, m.hw, p.tokens, m.par),
         overhead_s=m.eff.step_overhead_s + LAUNCH_OVERHEAD_S,
         weight_bytes_per_gpu=sum(r.weight_bytes_per_gpu for r in rows),
         kv_bytes_per_gpu=sum(r.kv_bytes_per_gpu for r in rows),
-        ops_s=compute + sum(r.time_s for r in memory_rows),
+        ops_s=compute_s + memory_s,
         attention_flops=sum(r.flops for r in rows if r.name == ATTENTION),
     )

@@ -16,40 +16,14 @@ or a numpy array, so a sweep is one call (the per-op method takes floats).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ridgeline._num import Num
-from ridgeline.architecture import Architecture
-from ridgeline.ledger import attended_pairs, cached_tokens, work_from_totals
+from ridgeline.ledger import Pass, uniform, work_of
 from ridgeline.roofline import StepTime, time_work
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
-
-
-@dataclass(frozen=True)
-class Pass:
-    """What one forward pass carries, summed over its sequences: new tokens, and per window
-    group of layers (Architecture.window_groups) the attended pairs and the cached tokens
-    read per layer; `sampled` tokens go through the lm_head (one per sequence that emits)."""
-
-    tokens: Num
-    pairs: tuple[Num, ...]
-    cached: tuple[Num, ...]
-    sampled: Num
-
-
-def uniform(arch: Architecture, new_tokens: Num, context: Num = 0, batch: Num = 1) -> Pass:
-    """`batch` identical sequences, each adding `new_tokens` after `context` cached ones.
-    A prefill of N tokens is (N, 0); a decode step at context C is (1, C)."""
-    groups = arch.window_groups()
-    return Pass(
-        tokens=batch * new_tokens,
-        pairs=tuple(batch * attended_pairs(new_tokens, context, w) for _, w in groups),
-        cached=tuple(batch * cached_tokens(context, w) for _, w in groups),
-        sampled=batch,
-    )
 
 
 def price(d: Deployment, p: Pass) -> StepTime:
@@ -58,15 +32,19 @@ def price(d: Deployment, p: Pass) -> StepTime:
         from ridgeline.operators import per_op_step
 
         return per_op_step(d, p)
-    layers = [n for n, _ in d.arch.window_groups()]
-    work = work_from_totals(
-        d.arch,
-        d.prec,
-        p.tokens,
-        list(zip(layers, p.pairs, strict=True)),
-        list(zip(layers, p.cached, strict=True)),
-    )
-    return time_work(work, d)
+    return time_work(work_of(d.arch, d.prec, p), d)
+
+
+def rooflines(d: Deployment, p: Pass) -> list[tuple[Num, Num]]:
+    """The (compute seconds, memory seconds) of each roofline whose maximum the method
+    sums: the whole pass (lesson), or each operator (per-op). A pass takes the sum of their
+    maxima plus its communication and fixed overhead; `ridgeline fit` fits rates to them."""
+    if d.method == "per-op":
+        from ridgeline.operators import operator_rows
+
+        return [(r.compute_s, r.weight_s + r.kv_s + r.other_s) for r in operator_rows(d, p)]
+    step = price(d, p)
+    return [(step.compute_s, step.memory_s)]
 
 
 def pass_step(d: Deployment, new_tokens: Num, context: Num = 0, batch: Num = 1) -> StepTime:

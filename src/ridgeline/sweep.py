@@ -8,10 +8,9 @@ from typing import Any
 
 from ridgeline.cost import token_cost
 from ridgeline.deployment import Deployment
-from ridgeline.ledger import pass_work
 from ridgeline.memory import plan
 from ridgeline.request import request_timeline
-from ridgeline.roofline import time_work
+from ridgeline.step import decode_step
 
 
 @dataclass(frozen=True)
@@ -71,4 +70,4 @@ def decode_grid(m: Deployment, batches: Any, contexts: Any) -> Any:
     import numpy as np
 
     b, c = np.broadcast_arrays(np.asarray(batches, dtype=float), np.asarray(contexts, dtype=float))
-    return time_work(pass_work(m.arch, m.prec, 1, c, b), m).time_s
+    return decode_step(m, c, b).time_s

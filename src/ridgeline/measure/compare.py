@@ -21,9 +21,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ridgeline.deployment import Deployment
-from ridgeline.ledger import pass_work
 from ridgeline.request import request_timeline
-from ridgeline.roofline import time_work
+from ridgeline.step import decode_step
 
 
 @dataclass(frozen=True)
@@ -81,14 +80,12 @@ def predict(m: Deployment, g: Group) -> tuple[float, float]:
 
 def decode_parts_s(m: Deployment, g: Group) -> dict[str, float]:
     """The middle decode step's time split into weight reads, KV reads and arithmetic."""
-    step = pass_work(m.arch, m.prec, 1, g.prompt_tokens + g.decode_steps // 2, g.concurrency)
-    timed = time_work(step, m)
-    bandwidth = float(timed.memory_s) / float(step.bytes)  # seconds per byte, as the machine reads
+    step = decode_step(m, g.prompt_tokens + g.decode_steps // 2, g.concurrency)
     return {
-        "weights_s": float(step.weight_bytes) * bandwidth,
-        "kv_s": float(step.kv_read_bytes + step.kv_write_bytes) * bandwidth,
-        "compute_s": float(timed.compute_s),
-        "overhead_s": m.eff.step_overhead_s,
+        "weights_s": float(step.weight_s),
+        "kv_s": float(step.kv_s),
+        "compute_s": float(step.compute_s),
+        "overhead_s": float(step.overhead_s),
         "bytes_per_step": float(step.bytes),
     }
 

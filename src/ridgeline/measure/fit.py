@@ -22,9 +22,8 @@ from typing import Any
 from ridgeline.calibration import Calibration
 from ridgeline.deployment import Deployment
 from ridgeline.efficiency import Efficiency
-from ridgeline.ledger import pass_work
 from ridgeline.measure.compare import Group, groups, predict
-from ridgeline.roofline import time_work
+from ridgeline.step import Pass, price, rooflines, uniform
 
 PARAMS = ("ttft_offset_s", "step_overhead_s", "seconds_per_flop", "seconds_per_byte")
 HOLD_ORDER = ("step_overhead_s", "ttft_offset_s", "seconds_per_flop", "seconds_per_byte")
@@ -33,12 +32,14 @@ MAX_CONDITION = 1e4  # beyond this the columns are too alike to tell apart
 
 @dataclass(frozen=True)
 class Row:
-    """One observation: measured seconds, and per pass the FLOPs and bytes that one GPU
-    handles (the roofline's numerators), with the communication time on top."""
+    """One observation: measured seconds, and for each roofline the method sums (the whole
+    pass, or each operator) the FLOPs and bytes one GPU handles, with the known fixed time
+    (communication, the per-op method's launches) on top. A TPOT row has a row of those for
+    each decode step."""
 
     kind: str  # ttft | tpot
     measured_s: float
-    flops: Any  # float, or an array over decode steps
+    flops: Any  # array: (rooflines,) or (steps, rooflines)
     bytes: Any
     comm_s: float
 
@@ -50,27 +51,23 @@ def rows_of(m: Deployment, gs: list[Group]) -> list[Row]:
 
     unit = m.at_peak()  # efficiencies 1, no fixed costs: compute_s x peak gives FLOPs per GPU
     peak, bw = m.peak_flops, m.hw.bandwidth_bytes_per_s
+
+    def row(kind: str, measured_s: float, p: Pass) -> Row:
+        terms = rooflines(unit, p)
+        step = price(unit, p)
+        flops = np.stack([np.asarray(c, dtype=float) * peak for c, _ in terms], axis=-1)
+        nbytes = np.stack([np.asarray(b, dtype=float) * bw for _, b in terms], axis=-1)
+        fixed = float(np.mean(np.asarray(step.comm_s) + step.overhead_s))
+        return Row(kind, measured_s, flops, nbytes, fixed)
+
     low = min((g.concurrency for g in gs), default=1)
     out = []
     for g in gs:
         if g.concurrency == low:
-            step = time_work(pass_work(m.arch, m.prec, g.prompt_tokens, 0, 1), unit)
-            out.append(
-                Row(
-                    "ttft",
-                    g.ttft_s,
-                    float(step.compute_s) * peak,
-                    float(step.memory_s) * bw,
-                    float(step.comm_s),
-                )
-            )
+            out.append(row("ttft", g.ttft_s, uniform(m.arch, g.prompt_tokens, 0, 1)))
         if g.tpot_s:
             contexts = g.prompt_tokens + np.arange(g.decode_steps, dtype=float)
-            step = time_work(pass_work(m.arch, m.prec, 1, contexts, g.concurrency), unit)
-            comm = float(np.mean(step.comm_s))
-            out.append(
-                Row("tpot", g.tpot_s, np.asarray(step.compute_s) * peak, np.asarray(step.memory_s) * bw, comm)
-            )
+            out.append(row("tpot", g.tpot_s, uniform(m.arch, 1, contexts, g.concurrency)))
     return out
 
 
@@ -81,14 +78,14 @@ def design(rows: list[Row], x: Any) -> tuple[Any, Any]:
 
     a_mat, y = [], []
     for r in rows:
-        flops, nbytes = np.atleast_1d(r.flops), np.atleast_1d(r.bytes)
+        flops, nbytes = np.atleast_2d(r.flops), np.atleast_2d(r.bytes)  # (steps, rooflines)
         compute = flops * x[2] >= nbytes * x[3]
         a_mat.append(
             [
                 1.0 if r.kind == "ttft" else 0.0,
                 1.0,
-                float(np.mean(np.where(compute, flops, 0.0))),
-                float(np.mean(np.where(compute, 0.0, nbytes))),
+                float(np.mean(np.sum(np.where(compute, flops, 0.0), axis=-1))),
+                float(np.mean(np.sum(np.where(compute, 0.0, nbytes), axis=-1))),
             ]
         )
         y.append(r.measured_s - r.comm_s)

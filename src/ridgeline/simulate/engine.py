@@ -202,7 +202,7 @@ class Engine:
                 memory = m0 + model.cached_s[0] * cached
                 dt = (compute if compute > memory else memory) + f0
             else:
-                dt = model.time_s(tokens, [pairs], [cached])
+                dt = model.time_s(tokens, [pairs], [cached], self.sampled(chunks))
             self.record(dt, 1, tokens, pairs, cached)
         else:
             group_pairs, group_cached = self.decode_totals()
@@ -211,7 +211,7 @@ class Engine:
                 for g, w in enumerate(model.windows):
                     group_pairs[g] += attended_pairs(new, c, w)
                     group_cached[g] += cached_tokens(c, w)
-            dt = model.time_s(tokens, group_pairs, group_cached)
+            dt = model.time_s(tokens, group_pairs, group_cached, self.sampled(chunks))
             self.record_groups(dt, tokens, group_pairs, group_cached)
         t1 = self.t + dt
         self.t = t1
@@ -224,6 +224,11 @@ class Engine:
             r.computed[rid] += new
             if r.computed[rid] == r.target[rid]:
                 self.prefilled(rid, t1)
+
+    def sampled(self, chunks: list[tuple[int, int, int]]) -> int:
+        """Tokens the step samples: one per decoder, and one per prefill the step finishes."""
+        target = self.r.target
+        return self.n_dec + sum(1 for rid, new, c in chunks if c + new == target[rid])
 
     def decode_totals(self) -> tuple[list[float], list[float]]:
         """Attended pairs and cached tokens of the decoders, per window group (the sliding

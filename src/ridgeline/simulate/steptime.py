@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from ridgeline import ledger, roofline
+from ridgeline import step
 from ridgeline.deployment import Deployment
 from ridgeline.roofline import StepTime
 
@@ -44,18 +44,18 @@ class StepModel:
             unit = [PROBE if i == g else 0.0 for i in range(len(self.groups))]
             self.pair_s.append((float(self.core(1, unit, zeros).compute_s) - float(base.compute_s)) / PROBE)
             self.cached_s.append((float(self.core(1, zeros, unit).memory_s) - float(base.memory_s)) / PROBE)
-        self.exact = self._reproduces_core()
+        # The affine reading holds for the lesson's one roofline a pass; the per-op method's
+        # sum of maxima has no such form, so every step goes to the core.
+        self.exact = m.method == "lesson" and self._reproduces_core()
 
-    def core(self, tokens: float, pairs: list[float], cached: list[float]) -> StepTime:
-        """The core's time for a step with these totals."""
-        work = ledger.work_from_totals(
-            self.m.arch,
-            self.m.prec,
-            tokens,
-            list(zip(self.layers, pairs, strict=True)),
-            list(zip(self.layers, cached, strict=True)),
+    def core(
+        self, tokens: float, pairs: list[float], cached: list[float], sampled: float | None = None
+    ) -> StepTime:
+        """The core's price of a step with these totals (step.price, by the deployment's
+        method); `sampled` tokens go through the lm_head (the per-op ledger counts them)."""
+        return step.price(
+            self.m, step.Pass(tokens, tuple(pairs), tuple(cached), tokens if sampled is None else sampled)
         )
-        return roofline.time_work(work, self.m)
 
     def at_tokens(self, tokens: int) -> tuple[float, float, float]:
         """(compute_s, memory_s, comm_s + overhead_s) of a step of T tokens with no context."""
@@ -78,8 +78,12 @@ class StepModel:
             m0 += b * c
         return c0, m0, f0
 
-    def time_s(self, tokens: int, pairs: list[float], cached: list[float]) -> float:
-        if self.exact and self.global_only:
+    def time_s(
+        self, tokens: int, pairs: list[float], cached: list[float], sampled: float | None = None
+    ) -> float:
+        if not self.exact:
+            return float(self.core(tokens, pairs, cached, sampled).time_s)
+        if self.global_only:
             c0, m0, f0 = self.by_tokens.get(tokens) or self.at_tokens(tokens)
             c = c0 + self.pair_s[0] * pairs[0]
             mem = m0 + self.cached_s[0] * cached[0]
