@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -24,9 +25,11 @@ def package_text(*parts: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def package_names(folder: str, suffix: str) -> list[str]:
+@functools.cache
+def package_names(folder: str, suffix: str) -> tuple[str, ...]:
+    """The names of the package's data files in a folder (they never change in a run)."""
     root = resources.files("ridgeline").joinpath("data").joinpath(folder)
-    return sorted(p.name[: -len(suffix)] for p in root.iterdir() if p.name.endswith(suffix))
+    return tuple(sorted(p.name[: -len(suffix)] for p in root.iterdir() if p.name.endswith(suffix)))
 
 
 # A user's data file (accelerators, calibration, a model's config) is a few kilobytes; a
@@ -94,7 +97,11 @@ def read_user_file(path: str | Path) -> dict[str, Any]:
 
 def config_dir() -> Path:
     """Where ridgeline keeps the user's own entries (`ridgeline probe` writes here)."""
+    return Path(config_dir_text())
+
+
+def config_dir_text() -> str:
     if env := os.environ.get("RIDGELINE_CONFIG_DIR"):
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "ridgeline"
+        return os.path.expanduser(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "ridgeline")

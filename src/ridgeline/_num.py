@@ -3,13 +3,21 @@ estimate and a sweep of a million points. numpy is imported only when an array a
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 Num = Any  # float, int or numpy.ndarray
 
 
+_SCALARS = (float, int, bool, str)
+
+
 def _is_array(*xs: Num) -> bool:
-    return any(type(x).__module__ == "numpy" for x in xs)
+    """True when any argument is a numpy value (plain numbers are checked first: cheap)."""
+    for x in xs:
+        if type(x) not in _SCALARS and type(x).__module__ == "numpy":
+            return True
+    return False
 
 
 def minimum(a: Num, b: Num) -> Num:
@@ -38,3 +46,21 @@ def where(cond: Num, a: Num, b: Num) -> Num:
 
         return np.where(cond, a, b)
     return a if cond else b
+
+
+def sum_of_max_lines(a1: float, b1: float, a2: float, b2: float, n: int) -> float:
+    """sum over j = 0 .. n-1 of max(a1 + b1 j, a2 + b2 j), exactly: the two lines cross at
+    most once, so the sum is one arithmetic series on each side of the crossing."""
+    if n <= 0:
+        return 0.0
+
+    def series(a: float, b: float, lo: int, hi: int) -> float:  # sum of a + b j, lo <= j < hi
+        k = hi - lo
+        return k * a + b * (lo + hi - 1) * k / 2.0
+
+    if b1 == b2:
+        return series(max(a1, a2), b1, 0, n)
+    (fa, fb), (sa, sb) = ((a2, b2), (a1, b1)) if b1 > b2 else ((a1, b1), (a2, b2))
+    crossing = (fa - sa) / (sb - fb)  # the flatter line is the larger before it, the steeper after
+    split = min(max(math.ceil(crossing), 0), n)
+    return series(fa, fb, 0, split) + series(sa, sb, split, n)

@@ -107,8 +107,9 @@ def builtin_catalogue() -> dict[str, Accelerator]:
 
 
 def user_files(gpu_file: str | Path | None = None) -> list[Path]:
-    paths = [_files.config_dir() / n for n in ("gpus.toml", "gpus.json")]
-    paths = [p for p in paths if p.exists()]
+    folder = _files.config_dir_text()
+    found = [os.path.join(folder, n) for n in ("gpus.toml", "gpus.json")]
+    paths = [Path(p) for p in found if os.path.exists(p)]
     paths += [Path(p) for p in os.environ.get("RIDGELINE_GPUS", "").split(os.pathsep) if p]
     if gpu_file:
         paths.append(Path(gpu_file))
@@ -117,10 +118,27 @@ def user_files(gpu_file: str | Path | None = None) -> list[Path]:
 
 def catalogue(gpu_file: str | Path | None = None) -> dict[str, Accelerator]:
     """Built-in accelerators, then the user's files; later entries win."""
+    files = user_files(gpu_file)
+    if not files:
+        return builtin_catalogue()
     gpus = dict(builtin_catalogue())
-    for path in user_files(gpu_file):
-        gpus.update(_entries(_files.read_user_file(path), str(path)))
+    for path in files:
+        gpus.update(_user_entries(str(path), *_stamp(path)))
     return gpus
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    """(mtime, size) of a file, so a file read once is parsed again only when it changes."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return (-1, -1)  # missing or unreadable: the reader says which, in one line
+    return (st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=32)
+def _user_entries(path: str, mtime_ns: int, size: int) -> dict[str, Accelerator]:
+    return _entries(_files.read_user_file(path), path)
 
 
 def get_accelerator(

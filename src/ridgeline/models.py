@@ -13,7 +13,7 @@ from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.hf_config import architecture_from_config
 
 
-def catalogue_names() -> list[str]:
+def catalogue_names() -> tuple[str, ...]:
     return _files.package_names("models", ".json")
 
 

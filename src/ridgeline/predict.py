@@ -6,7 +6,8 @@ cost, explanation) into one typed result whose `to_dict()` is `ridgeline estimat
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,9 @@ class Training:
 
 @dataclass(frozen=True)
 class Estimate:
+    """One request on one deployment. The memory plan and the explanation are worked out
+    when first asked for (they cost more than the timeline), and `to_dict()` asks."""
+
     inputs: dict[str, Any]
     model: ModelInfo
     gpu: GpuInfo
@@ -118,14 +122,37 @@ class Estimate:
     batch_tokens_per_s: float
     ridge: float
     effective_ridge: float
-    memory: MemoryPlan
     cost: Cost
     parallel: ParallelInfo
     training: Training
-    explain: list[str] = field(default_factory=list)
+    deployment: Deployment = field(repr=False, compare=False)
+    timeline: Timeline = field(repr=False, compare=False)
+
+    @cached_property
+    def memory(self) -> MemoryPlan:
+        i = self.inputs
+        return plan(self.deployment, i["prompt"] + i["output"], i["batch"])
+
+    @cached_property
+    def explain(self) -> list[str]:
+        return explain(
+            self.deployment, self.timeline, self.memory, self.inputs["prompt"], self.inputs["batch"]
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """`ridgeline estimate --json`: every key, in a stable order."""
+        return {key: _plain(getattr(self, key)) for key in JSON_KEYS}
+
+
+JSON_KEYS = (
+    "inputs", "model", "gpu", "prefill", "decode", "ttft_s", "tpot_s", "total_s", "decode_share",
+    "tokens_per_s", "batch_tokens_per_s", "ridge", "effective_ridge", "memory", "cost", "parallel",
+    "training", "explain",
+)  # fmt: skip
+
+
+def _plain(value: Any) -> Any:
+    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
 
 
 def estimate(
@@ -184,7 +211,6 @@ def estimate_on(
 
 def assemble(m: Deployment, prompt: int, output: int, batch: int, price: float) -> Estimate:
     t: Timeline = request_timeline(m, prompt, output, batch)
-    mem = plan(m, prompt + output, batch)
     arch, hw = m.arch, m.hw
     return Estimate(
         inputs={
@@ -235,7 +261,6 @@ def assemble(m: Deployment, prompt: int, output: int, batch: int, price: float) 
         batch_tokens_per_s=batch / t.tpot_s,
         ridge=m.ridge,
         effective_ridge=m.effective_ridge,
-        memory=mem,
         cost=token_cost(price, m.par.gpus, t.ttft_s, t.tpot_s, prompt, batch),
         parallel=ParallelInfo(
             m.par.tp,
@@ -246,5 +271,6 @@ def assemble(m: Deployment, prompt: int, output: int, batch: int, price: float) 
             float(t.first_decode.comm_s) / float(t.first_decode.time_s),
         ),
         training=Training(training_flops_per_token(arch), TRAINING_BYTES_PER_PARAM),
-        explain=explain(m, t, mem, prompt, batch),
+        deployment=m,
+        timeline=t,
     )

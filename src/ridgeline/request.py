@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ridgeline._num import sum_of_max_lines
 from ridgeline.deployment import Deployment
+from ridgeline.ledger import uniform
 from ridgeline.roofline import StepTime
-from ridgeline.step import decode_step, prefill_step
+from ridgeline.step import decode_step, prefill_step, price, rooflines
 
 
 @dataclass(frozen=True)
@@ -42,20 +44,47 @@ class Timeline:
 
 
 def decode_time_s(m: Deployment, prompt: int, output: int, batch: int = 1) -> float:
-    """Sum of the decode steps at contexts prompt, prompt+1, ..., prompt+output-1."""
-    if output > 4096 and m.method == "lesson":  # long answers: one vectorised call instead of a Python loop
-        import numpy as np
+    """Sum of the decode steps at contexts prompt, prompt+1, ..., prompt+output-1, exactly
+    and in closed form. Between the edges of the sliding windows, every roofline a step
+    takes the maximum of (the pass, or each operator) has compute and memory terms affine in
+    the context, so each roofline's sum is two arithmetic series split where its two lines
+    cross; the affine terms are read off the step price at two neighbouring contexts."""
+    return sum(_segment_s(m, c0, n, batch) for c0, n in decode_segments(m, prompt, output))
 
-        contexts = prompt + np.arange(output, dtype=float)
-        return float(np.sum(decode_step(m, contexts, batch).time_s))
-    return float(sum(decode_step(m, prompt + i, batch).time_s for i in range(output)))
+
+def _segment_s(m: Deployment, c0: int, n: int, batch: int, here: StepTime | None = None) -> float:
+    """n decode steps from context c0, whose terms are affine in the context."""
+    p0, p1 = uniform(m.arch, 1, c0, batch), uniform(m.arch, 1, c0 + 1, batch)
+    here = here or price(m, p0)
+    if m.method == "lesson":  # one roofline a pass: the step price is all it takes
+        there = price(m, p1)
+        lines = [(here.compute_s, there.compute_s, here.memory_s, there.memory_s)]
+    else:
+        lines = [(a, c, b, d) for (a, b), (c, d) in zip(rooflines(m, p0), rooflines(m, p1), strict=True)]
+    total = n * (float(here.comm_s) + here.overhead_s)
+    for c_a, c_b, m_a, m_b in lines:
+        total += sum_of_max_lines(float(c_a), float(c_b - c_a), float(m_a), float(m_b - m_a), n)
+    return total
+
+
+def decode_segments(m: Deployment, prompt: int, output: int) -> list[tuple[int, int]]:
+    """(first context, steps) of the runs of decode steps whose terms are affine in the
+    context: a window w bends a layer's terms at contexts w - 1 and w."""
+    end = prompt + output
+    edges = sorted({e for _, w in m.arch.window_groups() if w for e in (w - 1, w) if prompt < e < end})
+    starts = [prompt, *edges]
+    return [(c, nxt - c) for c, nxt in zip(starts, [*edges, end], strict=True)]
 
 
 def request_timeline(m: Deployment, prompt: int, output: int, batch: int = 1) -> Timeline:
+    first = decode_step(m, prompt, batch)
+    segments = decode_segments(m, prompt, output)
+    c0, n = segments[0]
+    decode_s = _segment_s(m, c0, n, batch, first) + sum(_segment_s(m, c, k, batch) for c, k in segments[1:])
     return Timeline(
         prefill=prefill_step(m, prompt, batch),
-        first_decode=decode_step(m, prompt, batch),
-        decode_s=decode_time_s(m, prompt, output, batch),
+        first_decode=first,
+        decode_s=decode_s,
         steps=output,
         offset_s=m.eff.ttft_offset_s,
     )
