@@ -10,6 +10,7 @@ from ridgeline.hardware import get_accelerator
 from ridgeline.ledger import attended_pairs, cached_tokens, kv_bytes_per_token, pass_work
 from ridgeline.models import get_model
 from ridgeline.precision import make_precision, weight_bits
+from ridgeline.request import decode_time_s
 from ridgeline.step import decode_step
 
 L, D, P8 = 32, 4096, 8_030_261_248  # Llama 3.1 8B: layers, hidden, parameters by hand
@@ -88,7 +89,7 @@ def test_batch_prefill_is_one_pass_of_B_N_tokens() -> None:
     assert four.batch_tokens_per_s == pytest.approx(4 / four.tpot_s)
 
 
-def test_long_outputs_take_the_vectorised_path_consistently() -> None:
+def test_one_more_output_token_adds_exactly_its_decode_step() -> None:
     a = estimate(prompt=100, output=4096)
     b = estimate(prompt=100, output=4097)
     last = decode_step(Deployment.build(), 100 + 4096).time_s  # the one extra step, by the loop's formula
@@ -168,3 +169,16 @@ def test_bad_input_is_one_clear_error(kwargs: dict, fragment: str) -> None:
         estimate(**kwargs)
     assert fragment in str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "gemma-2-9b", "gemma-3-270m", "mixtral-8x7b"])
+@pytest.mark.parametrize("method", ["lesson", "per-op"])
+def test_the_decode_timeline_is_the_sum_of_its_steps(model: str, method: str) -> None:
+    """The closed form sums each step's own price, across the sliding windows' edges (Gemma
+    2's 4,096 and Gemma 3's 512) and where a step turns compute-bound (large batches)."""
+    d = Deployment.build(model, method=method)
+    for prompt, output, batch in ((2000, 500, 1), (100, 5000, 64), (500, 30, 256), (3, 1, 1)):
+        if prompt + output > d.arch.max_context:
+            continue
+        steps = sum(float(decode_step(d, prompt + i, batch).time_s) for i in range(output))
+        assert decode_time_s(d, prompt, output, batch) == pytest.approx(steps, rel=1e-10)
