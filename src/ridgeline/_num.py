@@ -14,7 +14,7 @@ _SCALARS = (float, int, bool, str)
 
 def _is_array(*xs: Num) -> bool:
     """True when any argument is a numpy value (plain numbers are checked first: cheap)."""
-    for x in xs:
+    for x in xs:  # noqa: SIM110 - a loop, not any(): this runs on every step priced
         if type(x) not in _SCALARS and type(x).__module__ == "numpy":
             return True
     return False
