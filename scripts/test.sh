@@ -4,9 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System packages the end-to-end tests drive: Debian's Chromium for the web lesson.
-if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+# System packages the end-to-end tests drive: Debian's Chromium for the web lesson, and
+# espeak-ng, the voice of `ridgeline film`. Installed when missing and this runs as root.
+missing=""
+command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+command -v espeak-ng >/dev/null 2>&1 || missing="$missing espeak-ng"
+if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 fi
 
 python3 -m venv .venv

@@ -303,13 +303,14 @@ def entry() -> None:
 
 
 def _register_faces() -> None:
-    """Each face (simulator, measurement, web lesson) adds its own commands from its
+    """Each face (simulator, measurement, web lesson, film) adds its own commands from its
     package's `commands` module, which imports nothing heavy at start-up."""
+    from ridgeline.film import commands as film
     from ridgeline.measure import commands as measure
     from ridgeline.simulate import commands as simulate
     from ridgeline.web import commands as web
 
-    for face in (simulate, measure, web):
+    for face in (simulate, measure, web, film):
         face.register(app)
 
 

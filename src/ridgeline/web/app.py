@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException
 from ridgeline._files import dumps
 from ridgeline.checks import check_number, one_line
 from ridgeline.errors import RidgelineError
-from ridgeline.web import hosts, lesson
+from ridgeline.web import film, hosts, lesson
 from ridgeline.web.view import State, check_model, estimate_dict, playground
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -199,6 +199,7 @@ def create_app(allowed_hosts: Collection[str] | None = None) -> FastAPI:
     def index() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
 
+    film.register(app, state_query)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     # outermost, so a request for another host reaches nothing else
     if allowed_hosts is None:

@@ -3,6 +3,7 @@
 import { api } from "./api.js";
 import { drawRoofline } from "./chart.js";
 import { fillModels, getState, setState, wireControls } from "./controls.js";
+import { linkFilm } from "./film.js";
 import { startLesson } from "./lesson.js";
 import { describeChart, drawReadouts } from "./readouts.js";
 import { playStage, replayStage } from "./stage.js";
@@ -48,6 +49,7 @@ function draw(data) {
   drawRoofline(document.getElementById("roofline"), roofline, estimate);
   describeChart(roofline, estimate);
   playStage(document.getElementById("stage"), estimate);
+  linkFilm(getState());
 }
 
 let resizeTimer = 0;
