@@ -10,17 +10,15 @@ from typing import Optional
 
 import typer
 
+from ridgeline.options import GPU, MODEL, WEIGHTS
+
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def film(
-        model: str = typer.Option(
-            "llama-3.1-8b", "--model", "-m", help="Catalogue name, config.json, .gguf or org/name."
-        ),
-        gpu: str = typer.Option("h100-sxm", "--gpu", "-g", help="Accelerator name (see `ridgeline gpus`)."),
-        weights: Optional[str] = typer.Option(
-            None, "--weights", "-w", help="bf16 (default), fp8, int8, int4, int4-g128, or file (a .gguf's)."
-        ),
+        model: str = MODEL,
+        gpu: str = GPU,
+        weights: Optional[str] = WEIGHTS,
         tp: Optional[int] = typer.Option(
             None,
             "--tp",
