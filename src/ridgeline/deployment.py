@@ -17,6 +17,7 @@ from ridgeline.architecture import Architecture
 from ridgeline.calibration import Calibration, load_calibration
 from ridgeline.checks import check_efficiency, check_size
 from ridgeline.efficiency import METHODS, PRESETS, Efficiency, make_efficiency
+from ridgeline.engines import EngineProfile, get_engine
 from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.hardware import Accelerator, get_accelerator
 from ridgeline.models import get_model
@@ -36,6 +37,7 @@ class Deployment:
     method: str = "lesson"  # "lesson": one roofline per pass; "per-op": one per operator, summed
     preset: str = "lesson"  # the preset the efficiencies start from
     calibration: str | None = None  # where fitted efficiencies came from, when they did
+    engine: EngineProfile | None = None  # an engine profile's rates replace the flat ones
 
     @classmethod
     def build(
@@ -55,6 +57,7 @@ class Deployment:
         gpu_file: str | Path | None = None,
         calibration: str | Path | Calibration | None = None,
         method: str = "lesson",
+        engine: str | EngineProfile | None = None,
         peak_tflops: float | None = None,
         bandwidth_tbs: float | None = None,
         memory_gb: float | None = None,
@@ -94,9 +97,14 @@ class Deployment:
             source = cal.source or str(calibration)
         if method not in METHODS:
             raise unknown_name("timing method", method, METHODS, "ridgeline estimate --help")
+        if engine is not None and not isinstance(engine, EngineProfile):
+            engine = get_engine(engine)
+        if engine is not None and calibration is not None:
+            raise RidgelineError("--engine and --calibration both set the rates: give one")
         return cls(
-            arch=arch, prec=prec, hw=hw, par=par, eff=eff, method=method, preset=preset, calibration=source
-        )
+            arch=arch, prec=prec, hw=hw, par=par, eff=eff, method=method, preset=preset, calibration=source,
+            engine=engine,
+        )  # fmt: skip
 
     @property
     def peak_flops(self) -> float:
@@ -108,8 +116,17 @@ class Deployment:
 
     @property
     def effective_ridge(self) -> float:
-        """Where the two sides meet once the efficiencies apply."""
+        """Where the two sides meet once the efficiencies apply (for an engine: a large
+        matmul's FLOP/s over the weights' bytes/s)."""
+        if self.engine is not None:
+            r = self.engine.rates(self, 1e9)
+            return float(r.linear_flops_per_s) / r.weight_bytes_per_s
         return self.eff.compute * self.peak_flops / (self.eff.bandwidth * self.hw.bandwidth_bytes_per_s)
+
+    @property
+    def ttft_offset_s(self) -> float:
+        """Fixed time before the first token beyond the prefill (network, HTTP)."""
+        return self.engine.first_token_s if self.engine is not None else self.eff.ttft_offset_s
 
     @property
     def gpus(self) -> int:
@@ -117,7 +134,7 @@ class Deployment:
 
     def at_peak(self) -> Deployment:
         """The same deployment at 100% of peak and bandwidth, with no fixed costs: the ceiling."""
-        return replace(self, eff=PRESETS["ideal"], preset="ideal", calibration=None)
+        return replace(self, eff=PRESETS["ideal"], preset="ideal", calibration=None, engine=None)
 
     def with_method(self, method: str) -> Deployment:
         if method not in METHODS:

@@ -10,9 +10,11 @@ per-first-token offset.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ridgeline.checks import check_efficiency
 from ridgeline.errors import unknown_name
+from ridgeline.parallel import COLLECTIVE_LATENCY_S
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,32 @@ class Efficiency:
 
 
 PRESETS = {"ideal": Efficiency(1.0, 1.0), "lesson": Efficiency(0.6, 0.8)}
+
+
+@dataclass(frozen=True)
+class Rates:
+    """What a deployment reaches on one pass: FLOP/s for the matmuls and for attention,
+    bytes/s for weights and for the KV cache, a fixed overhead, and per collective a
+    latency and the link's bytes/s. A preset's rates are flat fractions of the peaks; an
+    engine profile's depend on the pass (its tokens, its sequences)."""
+
+    linear_flops_per_s: Any
+    attention_flops_per_s: float
+    weight_bytes_per_s: float
+    kv_bytes_per_s: float
+    overhead_s: Any = 0.0
+    collective_latency_s: float = COLLECTIVE_LATENCY_S
+    link_bytes_per_s: float = 0.0
+
+
+def flat_rates(
+    eff: Efficiency, peak_flops: float, bandwidth_bytes_per_s: float, link_bytes_per_s: float
+) -> Rates:
+    """A preset's or a calibration's rates: the same fractions of peak for every pass."""
+    flops, bw = eff.compute * peak_flops, eff.bandwidth * bandwidth_bytes_per_s
+    return Rates(flops, flops, bw, bw, eff.step_overhead_s, COLLECTIVE_LATENCY_S, link_bytes_per_s)
+
+
 METHODS = ("lesson", "per-op")
 
 

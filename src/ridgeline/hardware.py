@@ -23,6 +23,8 @@ from ridgeline.checks import (
 )
 from ridgeline.errors import RidgelineError, unknown_name
 
+LINKS = ("nvlink", "pcie", "xgmi", "none")
+
 
 @dataclass(frozen=True)
 class Accelerator:
@@ -35,7 +37,31 @@ class Accelerator:
     interconnect: str = ""
     price_per_hour_usd: float = 0.0
     source: str = ""
+    link: str = ""  # nvlink, pcie, xgmi or none: the kind of link between the GPUs
+    vendor: str = ""  # nvidia, amd, cpu, apple: whose software stack runs on it
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def link_kind(self) -> str:
+        """The link's kind, as stated, or read off the interconnect's name."""
+        if self.link:
+            return self.link
+        name = self.interconnect.lower()
+        if name.startswith("nvlink"):
+            return "nvlink"
+        if name.startswith("pcie"):
+            return "pcie"
+        return "xgmi" if "infinity" in name or "xgmi" in name else "none"
+
+    @property
+    def vendor_name(self) -> str:
+        """The vendor, as stated, or read off the label."""
+        if self.vendor:
+            return self.vendor
+        label = self.label.lower()
+        if "amd" in label or "instinct" in label:
+            return "amd"
+        return "cpu" if self.name == "host" else "nvidia"
 
     def peak(self, maths: str) -> float:
         """Dense peak FLOP/s for a maths dtype (fp16 falls back to bf16 and back)."""
@@ -63,6 +89,8 @@ def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
             interconnect=str(entry.get("interconnect", "")),
             price_per_hour_usd=float(entry.get("price_per_hour_usd", 0.0)),
             source=str(entry.get("source", where)),
+            link=str(entry.get("link", "")).lower(),
+            vendor=str(entry.get("vendor", "")).lower(),
         )
     except KeyError as exc:
         raise RidgelineError(
@@ -86,6 +114,8 @@ def check_accelerator(acc: Accelerator) -> None:
     _within(f"{name} memory_bytes", acc.memory_bytes, MEMORY_RANGE)
     _within(f"{name} interconnect_bytes_per_s", acc.interconnect_bytes_per_s, (0.0, BANDWIDTH_RANGE[1]))
     check_price(f"{name} price_per_hour_usd", acc.price_per_hour_usd)
+    if acc.link not in ("", *LINKS):
+        raise RidgelineError(f"{name} link must be one of {', '.join(LINKS)}, got {acc.link!r}")
 
 
 def _within(name: str, value: float, bounds: tuple[float, float], scale: float = 1.0) -> float:

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ridgeline._num import Num, maximum, where
+from ridgeline.efficiency import Rates
 from ridgeline.ledger import Pass, distinct_experts, weight_bytes_per_param
-from ridgeline.parallel import comm_bytes_per_gpu, comm_time_s, gpu_share
-from ridgeline.roofline import StepTime
+from ridgeline.parallel import comm_bytes_per_gpu, gpu_share
+from ridgeline.roofline import StepTime, comm_s, pass_rates
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
@@ -55,8 +56,16 @@ class OpRow:
     kv_bytes_per_gpu: Num = 0.0
 
 
+@dataclass(frozen=True)
+class _At:
+    """A deployment and the rates one pass reaches on it (roofline.pass_rates)."""
+
+    m: Deployment
+    rates: Rates
+
+
 def _row(
-    m: Deployment,
+    at: _At,
     name: str,
     flops: Num,
     act_bytes: Num,
@@ -66,6 +75,7 @@ def _row(
 ) -> OpRow:
     """One operator under its own roofline, on one GPU's share (parallel.gpu_share);
     `experts` marks the routed experts' weights, which split over the EP GPUs."""
+    m, r = at.m, at.rates
     share = gpu_share(
         m.arch,
         m.par,
@@ -75,11 +85,12 @@ def _row(
         kv_bytes=kv_bytes,
         other_bytes=act_bytes,
     )
-    compute_s = m.par.pp * share.flops / (m.eff.compute * m.peak_flops)
-    bandwidth = m.eff.bandwidth * m.hw.bandwidth_bytes_per_s
-    weight_s, kv_s, other_s = (
-        m.par.pp * b / bandwidth for b in (share.weight_bytes, share.kv_bytes, share.other_bytes)
-    )
+    pp = m.par.pp
+    flops_per_s = r.attention_flops_per_s if name == ATTENTION else r.linear_flops_per_s
+    compute_s = pp * share.flops / flops_per_s
+    weight_s = pp * share.weight_bytes / r.weight_bytes_per_s
+    kv_s = pp * share.kv_bytes / r.kv_bytes_per_s
+    other_s = pp * share.other_bytes / r.weight_bytes_per_s  # activations stream like weights
     memory_s = weight_s + kv_s + other_s
     total = weight_bytes + act_bytes + kv_bytes
     return OpRow(
@@ -104,6 +115,7 @@ def operator_rows(m: Deployment, p: Pass) -> list[OpRow]:
     """The ledger of one pass (step.Pass: its tokens, pairs and cached tokens by window
     group, and the tokens it samples)."""
     a, prec = m.arch, m.prec
+    at = _At(m, pass_rates(m, p.tokens, p.sampled))
     t = p.tokens * 1.0
     h, layers = a.hidden, a.layers
     act, wb = prec.activation_bytes, weight_bytes_per_param(a, prec)
@@ -111,9 +123,9 @@ def operator_rows(m: Deployment, p: Pass) -> list[OpRow]:
     qkv_params = a.attention_params - a.o_params
     qkv_out = a.q_dim + a.kv_elements_per_token_per_layer
     rows = [
-        _row(m, "embedding gather", 0.0, t * h * act, t * h * wb),
+        _row(at, "embedding gather", 0.0, t * h * act, t * h * wb),
         _row(
-            m,
+            at,
             "qkv projection",
             2 * t * qkv_params * layers,
             layers * t * (h + qkv_out) * act,
@@ -124,7 +136,7 @@ def operator_rows(m: Deployment, p: Pass) -> list[OpRow]:
     cached = sum(n * g for (n, _), g in zip(a.window_groups(), p.cached, strict=True))
     rows.append(
         _row(
-            m,
+            at,
             ATTENTION,
             a.attention_flops_per_pair * pairs,
             layers * t * (a.q_dim + a.v_dim) * act,
@@ -134,7 +146,7 @@ def operator_rows(m: Deployment, p: Pass) -> list[OpRow]:
     )
     rows.append(
         _row(
-            m,
+            at,
             "output projection",
             2 * t * a.o_params * layers,
             layers * t * (a.v_dim + h) * act,
@@ -146,7 +158,7 @@ def operator_rows(m: Deployment, p: Pass) -> list[OpRow]:
         gate_up, down = 2 * h * a.mlp, a.mlp * h
         rows.append(
             _row(
-                m,
+                at,
                 "mlp gate/up",
                 2 * t * gate_up * dense,
                 dense * t * (h + 2 * a.mlp) * act,
@@ -154,21 +166,22 @@ def operator_rows(m: Deployment, p: Pass) -> list[OpRow]:
             )
         )
         rows.append(
-            _row(m, "mlp down", 2 * t * down * dense, dense * t * (a.mlp + h) * act, dense * down * wb)
+            _row(at, "mlp down", 2 * t * down * dense, dense * t * (a.mlp + h) * act, dense * down * wb)
         )
     if a.moe_layers:
-        rows.extend(_moe_rows(m, t))
+        rows.extend(_moe_rows(at, t))
     norms = layers * a.norms_per_layer + 1
     norm_flops = t * h * (NORM_FLOPS_PER_ELEMENT * norms + 2 * layers)
     norm_act = t * h * act * (2 * norms + 3 * 2 * layers)  # norms read+write; residual adds read 2, write 1
-    rows.append(_row(m, "norms and residuals", norm_flops, norm_act, norms * h * wb))
+    rows.append(_row(at, "norms and residuals", norm_flops, norm_act, norms * h * wb))
     sampled = p.sampled * 1.0  # a prefill samples only its last token
     lm = a.vocab * h
-    rows.append(_row(m, "lm_head", 2 * sampled * lm, sampled * (h * act + a.vocab * 4), lm * wb))
+    rows.append(_row(at, "lm_head", 2 * sampled * lm, sampled * (h * act + a.vocab * 4), lm * wb))
     return rows
 
 
-def _moe_rows(m: Deployment, t: Num) -> list[OpRow]:
+def _moe_rows(at: _At, t: Num) -> list[OpRow]:
+    m = at.m
     a = m.arch
     act, wb = m.prec.activation_bytes, weight_bytes_per_param(a, m.prec)
     layers, h, k = a.moe_layers, a.hidden, a.experts_per_token
@@ -176,10 +189,14 @@ def _moe_rows(m: Deployment, t: Num) -> list[OpRow]:
     touched = distinct_experts(a, t)  # experts whose weights this step reads, per layer
     rows = [
         _row(
-            m, "moe router", 2 * t * router * layers, layers * t * (h + a.experts) * act, layers * router * wb
+            at,
+            "moe router",
+            2 * t * router * layers,
+            layers * t * (h + a.experts) * act,
+            layers * router * wb,
         ),
         _row(
-            m,
+            at,
             "routed experts",
             2 * t * k * a.expert_params * layers,
             layers * t * k * (2 * h + 2 * a.expert_mlp) * act,
@@ -191,7 +208,7 @@ def _moe_rows(m: Deployment, t: Num) -> list[OpRow]:
         shared = 3 * h * a.shared_expert_mlp
         rows.append(
             _row(
-                m,
+                at,
                 "shared experts",
                 2 * t * shared * layers,
                 layers * t * (2 * h + 2 * a.shared_expert_mlp) * act,
@@ -201,13 +218,13 @@ def _moe_rows(m: Deployment, t: Num) -> list[OpRow]:
     return rows
 
 
-def comm_row(m: Deployment, tokens: int) -> OpRow | None:
+def comm_row(m: Deployment, tokens: int, sequences: int = 1) -> OpRow | None:
     """The all-reduces (and pipeline hand-offs, expert all-to-alls) of one pass."""
-    comm_s = float(comm_time_s(m.arch, m.prec, m.hw, tokens, m.par))
-    if comm_s == 0:
+    comm = float(comm_s(m, tokens, pass_rates(m, tokens, sequences)))
+    if comm == 0:
         return None
     sent = float(comm_bytes_per_gpu(m.arch, m.prec, tokens, m.par)) * m.par.gpus
-    return OpRow("all-reduce / communication", 0.0, sent, 0.0, 0.0, 0.0, "communication", comm_s)
+    return OpRow("all-reduce / communication", 0.0, sent, 0.0, 0.0, 0.0, "communication", comm)
 
 
 def per_op_step(m: Deployment, p: Pass) -> StepTime:
@@ -215,6 +232,7 @@ def per_op_step(m: Deployment, p: Pass) -> StepTime:
     split by what each row waits on: a compute-bound row's time is compute, a memory-bound
     row's is its weight, KV and activation reads in proportion."""
     rows = operator_rows(m, p)
+    r = pass_rates(m, p.tokens, p.sampled)
     compute = [r.compute_s >= r.weight_s + r.kv_s + r.other_s for r in rows]
     compute_s = sum(where(c, r.time_s, 0.0) for c, r in zip(compute, rows, strict=True))
     memory_s = sum(where(c, 0.0, r.time_s) for c, r in zip(compute, rows, strict=True))
@@ -225,8 +243,8 @@ def per_op_step(m: Deployment, p: Pass) -> StepTime:
         weight_s=sum(where(c, 0.0, r.weight_s) for c, r in zip(compute, rows, strict=True)),
         kv_s=sum(where(c, 0.0, r.kv_s) for c, r in zip(compute, rows, strict=True)),
         other_s=sum(where(c, 0.0, r.other_s) for c, r in zip(compute, rows, strict=True)),
-        comm_s=comm_time_s(m.arch, m.prec, m.hw, p.tokens, m.par),
-        overhead_s=m.eff.step_overhead_s + LAUNCH_OVERHEAD_S,
+        comm_s=comm_s(m, p.tokens, r),
+        overhead_s=r.overhead_s + LAUNCH_OVERHEAD_S,
         weight_bytes_per_gpu=sum(r.weight_bytes_per_gpu for r in rows),
         kv_bytes_per_gpu=sum(r.kv_bytes_per_gpu for r in rows),
         ops_s=compute_s + memory_s,

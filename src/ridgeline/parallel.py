@@ -137,13 +137,22 @@ def collectives_per_pass(arch: Architecture, par: Parallel) -> int:
     return n
 
 
-def comm_time_s(arch: Architecture, prec: Precision, hw: Accelerator, tokens: Num, par: Parallel) -> Num:
-    """Time spent communicating in one pass: bytes over the link plus latency per
-    collective. Counted on top of the compute and memory time (not overlapped)."""
+def comm_time_s(
+    arch: Architecture,
+    prec: Precision,
+    hw: Accelerator,
+    tokens: Num,
+    par: Parallel,
+    latency_s: float = COLLECTIVE_LATENCY_S,
+    link_bytes_per_s: float | None = None,
+) -> Num:
+    """Time spent communicating in one pass: bytes over the link plus a latency per
+    collective (an engine profile sets both by link). Counted on top of the compute and
+    memory time (not overlapped)."""
     n = collectives_per_pass(arch, par)
     if n == 0:
         return 0.0 * tokens
-    if hw.interconnect_bytes_per_s <= 0:
+    link = hw.interconnect_bytes_per_s if link_bytes_per_s is None else link_bytes_per_s
+    if link <= 0:
         raise RidgelineError(f"{hw.name} has no interconnect bandwidth; add interconnect_bytes_per_s")
-    link_s = comm_bytes_per_gpu(arch, prec, tokens, par) / hw.interconnect_bytes_per_s
-    return link_s + n * COLLECTIVE_LATENCY_S
+    return comm_bytes_per_gpu(arch, prec, tokens, par) / link + n * latency_s

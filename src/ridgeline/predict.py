@@ -231,7 +231,7 @@ def assemble(m: Deployment, prompt: int, output: int, batch: int, price: float) 
             "compute_eff": m.eff.compute,
             "bandwidth_eff": m.eff.bandwidth,
             "step_overhead_s": m.eff.step_overhead_s,
-            "ttft_offset_s": m.eff.ttft_offset_s,
+            "ttft_offset_s": m.ttft_offset_s,
             "price_per_gpu_hour_usd": price,
         },
         model=ModelInfo(

@@ -86,7 +86,7 @@ def request_timeline(m: Deployment, prompt: int, output: int, batch: int = 1) ->
         first_decode=first,
         decode_s=decode_s,
         steps=output,
-        offset_s=m.eff.ttft_offset_s,
+        offset_s=m.ttft_offset_s,
     )
 
 

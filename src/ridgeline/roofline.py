@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ridgeline._num import Num, maximum, where
+from ridgeline.efficiency import Rates, flat_rates
 from ridgeline.ledger import Work
 from ridgeline.parallel import comm_time_s, gpu_share
 
@@ -56,10 +57,13 @@ class StepTime:
         return where(self.compute_s >= self.memory_s, "compute", "memory")
 
 
-def time_work(work: Work, m: Deployment) -> StepTime:
-    """Time one pass on the machine. Each pipeline stage runs on its own GPUs in turn, so
-    the pass takes pp stage times; each stage's GPU holds its share of the work."""
+def time_work(work: Work, m: Deployment, rates: Rates | None = None) -> StepTime:
+    """Time one pass at the deployment's rates (`pass_rates`). Each pipeline stage runs on
+    its own GPUs in turn, so the pass takes pp stage times; each stage's GPU holds its
+    share of the work (parallel.gpu_share)."""
+    r = rates or pass_rates(m, work.tokens)
     par = m.par
+    gpus = par.tp * par.pp
     share = gpu_share(
         m.arch,
         par,
@@ -68,16 +72,38 @@ def time_work(work: Work, m: Deployment) -> StepTime:
         expert_weight_bytes=work.expert_weight_bytes,
         kv_bytes=work.kv_read_bytes + work.kv_write_bytes,
     )
-    bandwidth = m.eff.bandwidth * m.hw.bandwidth_bytes_per_s
+    if r.linear_flops_per_s is r.attention_flops_per_s:  # one rate for all arithmetic
+        compute_s = par.pp * share.flops / r.linear_flops_per_s
+    else:
+        compute_s = par.pp * (
+            work.linear_flops / gpus / r.linear_flops_per_s
+            + work.attention_flops / gpus / r.attention_flops_per_s
+        )
     return StepTime(
         flops=work.flops,
         bytes=work.bytes,
-        compute_s=par.pp * share.flops / (m.eff.compute * m.peak_flops),
-        weight_s=par.pp * share.weight_bytes / bandwidth,
-        kv_s=par.pp * share.kv_bytes / bandwidth,
-        comm_s=comm_time_s(m.arch, m.prec, m.hw, work.tokens, par),
-        overhead_s=m.eff.step_overhead_s,
+        compute_s=compute_s,
+        weight_s=par.pp * share.weight_bytes / r.weight_bytes_per_s,
+        kv_s=par.pp * share.kv_bytes / r.kv_bytes_per_s,
+        comm_s=comm_time_s(
+            m.arch, m.prec, m.hw, work.tokens, par, r.collective_latency_s, r.link_bytes_per_s
+        ),
+        overhead_s=r.overhead_s,
         weight_bytes_per_gpu=share.weight_bytes,
         kv_bytes_per_gpu=share.kv_bytes,
         attention_flops=work.attention_flops,
     )
+
+
+def comm_s(m: Deployment, tokens: Num, r: Rates) -> Num:
+    """A pass's communication at these rates' collective latency and link bytes/s."""
+    return comm_time_s(m.arch, m.prec, m.hw, tokens, m.par, r.collective_latency_s, r.link_bytes_per_s)
+
+
+def pass_rates(m: Deployment, tokens: Num, sequences: Num = 1) -> Rates:
+    """The rates a pass of `tokens` new tokens over `sequences` sequences reaches: the
+    engine profile's when the deployment has one, else the flat fractions of its preset or
+    calibration."""
+    if m.engine is not None:
+        return m.engine.rates(m, tokens, sequences)
+    return flat_rates(m.eff, m.peak_flops, m.hw.bandwidth_bytes_per_s, m.hw.interconnect_bytes_per_s)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ridgeline._num import Num
 from ridgeline.ledger import Pass, uniform, work_of
-from ridgeline.roofline import StepTime, time_work
+from ridgeline.roofline import StepTime, pass_rates, time_work
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
@@ -32,7 +32,7 @@ def price(d: Deployment, p: Pass) -> StepTime:
         from ridgeline.operators import per_op_step
 
         return per_op_step(d, p)
-    return time_work(work_of(d.arch, d.prec, p), d)
+    return time_work(work_of(d.arch, d.prec, p), d, pass_rates(d, p.tokens, p.sampled))
 
 
 def rooflines(d: Deployment, p: Pass) -> list[tuple[Num, Num]]:

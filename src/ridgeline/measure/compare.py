@@ -169,7 +169,7 @@ def compare(m: Deployment, records: list[dict[str, Any]]) -> Comparison:
     notes = []
     low = min((r.concurrency for r in rows), default=1)
     base = [r for r in rows if r.concurrency == low]
-    prefill = [(r.ttft_pred_s - m.eff.ttft_offset_s, r.ttft_s) for r in base]
+    prefill = [(r.ttft_pred_s - m.ttft_offset_s, r.ttft_s) for r in base]
     offset, slope = ttft_intercept(prefill)
     if low > 1:
         notes.append(f"no concurrency-1 points: TTFT at concurrency {low} includes queueing")

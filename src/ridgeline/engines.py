@@ -1,0 +1,323 @@
+"""Engine profiles: how close to the roofline a serving engine runs, and why not closer.
+
+The presets take one flat fraction of peak FLOP/s and one of bandwidth for everything. A
+real engine falls short of the roofline for reasons each of which has a physical term here:
+
+    GEMM FLOP/s      = peak(dtype) x gemm[dtype] x vendor x M / (M + half_m)
+                       (M: tokens in the pass; a skinny matmul cannot fill the tensor cores)
+    attention FLOP/s = peak(dtype) x attention x vendor
+    weight bytes/s   = bandwidth x weights[w16 | w8 | w4] x vendor   (dequantisation costs)
+    KV bytes/s       = bandwidth x kv x vendor
+    step overhead    = (fixed + per_layer x layers) x (1 + tp_scale x log2 tp)
+                       + per_sequence x sequences                     (launches, scheduling, sampling)
+    a collective     = latency[link] + bytes / (link bandwidth x link_efficiency)
+    first token      = + first_token_s                                (HTTP, tokenization, queueing)
+
+A profile also carries its scheduler's defaults (admission policy, max sequences, the
+batched-token budget) and, for each regime, the band (p10, p90) of measured / predicted
+that its corpus residuals leave: `data/engines.toml` says where every number came from.
+Users add their own profiles in TOML, as they do accelerators (`--engine FILE.toml`,
+`RIDGELINE_ENGINES`, or `engines.toml` in the config folder).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Protocol
+
+from ridgeline import _files
+from ridgeline._num import Num
+from ridgeline.architecture import Architecture
+from ridgeline.checks import check_number
+from ridgeline.efficiency import Rates
+from ridgeline.errors import RidgelineError, unknown_name
+from ridgeline.hardware import Accelerator
+from ridgeline.ledger import weight_bytes_per_param
+from ridgeline.parallel import Parallel
+from ridgeline.precision import Precision
+
+
+class Deployed(Protocol):
+    """What a profile reads of a deployment (deployment.Deployment has it all)."""
+
+    @property
+    def arch(self) -> Architecture: ...
+    @property
+    def prec(self) -> Precision: ...
+    @property
+    def hw(self) -> Accelerator: ...
+    @property
+    def par(self) -> Parallel: ...
+    @property
+    def peak_flops(self) -> float: ...
+
+
+WEIGHT_FORMATS = ("w16", "w8", "w4")
+REGIMES = ("prefill", "decode", "load")
+LINK_KINDS = ("nvlink", "pcie", "xgmi", "none")
+
+
+def weight_format(bits_per_weight: float) -> str:
+    """The class of stored weight a kernel streams: 16-bit, 8-bit, or 4-bit and below."""
+    if bits_per_weight >= 12:
+        return "w16"
+    return "w8" if bits_per_weight >= 6 else "w4"
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    policy: str = "vllm"  # the simulator's admission policy (simulate/policy.py)
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    chunked_prefill: bool = True
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    name: str
+    label: str
+    gemm: dict[str, float]  # fraction of the dense peak a large matmul reaches, by maths dtype
+    half_m_tokens: float  # the tokens at which a matmul reaches half of that
+    attention: float
+    weights: dict[str, float]  # fraction of bandwidth a decode step's weight reads reach, by format
+    kv: float
+    fixed_s: float
+    per_layer_s: float
+    per_sequence_s: float
+    tp_scale: float
+    first_token_s: float
+    collective_latency_s: dict[str, float]  # by link kind
+    link_efficiency: float
+    vendor: dict[str, float]
+    scheduler: Scheduler = field(default_factory=Scheduler)
+    uncertainty: dict[str, tuple[float, float]] = field(default_factory=dict)  # regime -> (p10, p90)
+    source: str = ""
+    provenance: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def vendor_factor(self, vendor: str) -> float:
+        return self.vendor.get(vendor, self.vendor.get("default", 1.0))
+
+    def gemm_efficiency(self, maths: str) -> float:
+        for dtype in (maths, {"fp16": "bf16", "bf16": "fp16"}.get(maths, maths), "bf16"):
+            if dtype in self.gemm:
+                return self.gemm[dtype]
+        return min(self.gemm.values())
+
+    def step_overhead_s(self, d: Deployed, sequences: Num) -> Num:
+        scale = 1.0 + self.tp_scale * math.log2(d.par.tp)
+        return (self.fixed_s + self.per_layer_s * d.arch.layers) * scale + self.per_sequence_s * sequences
+
+    def rates(self, d: Deployed, tokens: Num, sequences: Num = 1) -> Rates:
+        """What a pass of `tokens` new tokens over `sequences` sequences reaches on `d`."""
+        v = self.vendor_factor(d.hw.vendor_name)
+        peak, bw = d.peak_flops, d.hw.bandwidth_bytes_per_s
+        gemm = peak * self.gemm_efficiency(d.prec.maths) * v
+        if self.half_m_tokens > 0:
+            gemm = gemm * tokens / (tokens + self.half_m_tokens)
+        fmt = weight_format(8.0 * weight_bytes_per_param(d.arch, d.prec))
+        return Rates(
+            linear_flops_per_s=gemm,
+            attention_flops_per_s=peak * self.attention * v,
+            weight_bytes_per_s=bw * self.weights[fmt] * v,
+            kv_bytes_per_s=bw * self.kv * v,
+            overhead_s=self.step_overhead_s(d, sequences),
+            collective_latency_s=self.collective_latency_s.get(
+                d.hw.link_kind, max(self.collective_latency_s.values())
+            ),
+            link_bytes_per_s=d.hw.interconnect_bytes_per_s * self.link_efficiency,
+        )
+
+    def latency_s(self, link: str) -> float:
+        """A collective's latency over this kind of link (the slowest known when unknown)."""
+        return self.collective_latency_s.get(link, max(self.collective_latency_s.values()))
+
+    def band(self, regime: str) -> tuple[float, float] | None:
+        """(p10, p90) of measured / predicted in a regime, when the corpus gave one."""
+        return self.uncertainty.get(regime)
+
+
+# --- reading profiles -------------------------------------------------------------------
+
+_FRACTION = (1e-4, 1.5)  # a fraction of a peak; a little above 1 lets a fit beat a data sheet
+_SECONDS = (0.0, 10.0)
+
+
+def _num(where: str, key: str, value: Any, bounds: tuple[float, float]) -> float:
+    return check_number(f"{where}: {key}", value, lo=bounds[0], hi=bounds[1])
+
+
+def _table(where: str, entry: dict[str, Any], key: str) -> dict[str, Any]:
+    value = entry.get(key, {})
+    if not isinstance(value, dict):
+        raise RidgelineError(f"{where}: {key} must be a table, got {value!r:.60}")
+    return value
+
+
+def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EngineProfile:
+    """One profile from its TOML table; every number checked against physical bounds."""
+    w = f"{where} [{name}]"
+    if not isinstance(entry, dict):
+        raise RidgelineError(f"{where}: {name!r} must be a table of fields, see data/engines.toml")
+    compute, memory = _table(w, entry, "compute"), _table(w, entry, "memory")
+    overhead, collective = _table(w, entry, "overhead"), _table(w, entry, "collective")
+    sched, band = _table(w, entry, "scheduler"), _table(w, entry, "uncertainty")
+    gemm = {str(k): _num(w, f"compute.gemm.{k}", v, _FRACTION) for k, v in _table(w, compute, "gemm").items()}
+    if not gemm:
+        raise RidgelineError(f"{w}: compute.gemm needs at least one dtype, e.g. bf16 = 0.7")
+    weights = {
+        k: _num(w, f"memory.weights.{k}", v, _FRACTION) for k, v in _table(w, memory, "weights").items()
+    }
+    missing = [f for f in WEIGHT_FORMATS if f not in weights]
+    if missing:
+        raise RidgelineError(f"{w}: memory.weights lacks {', '.join(missing)}")
+    latency = {
+        str(k): _num(w, f"collective.latency_s.{k}", v, _SECONDS)
+        for k, v in _table(w, collective, "latency_s").items()
+    }
+    if not latency:
+        latency = {"none": 8e-6}
+    bands: dict[str, tuple[float, float]] = {}
+    for regime, pair in band.items():
+        if regime not in REGIMES or not isinstance(pair, list) or len(pair) != 2:
+            raise RidgelineError(
+                f"{w}: uncertainty.{regime} must be [p10, p90] for one of {', '.join(REGIMES)}"
+            )
+        lo, hi = (_num(w, f"uncertainty.{regime}", x, (1e-3, 1e3)) for x in pair)
+        if lo > hi:
+            raise RidgelineError(f"{w}: uncertainty.{regime} must be [low, high], got {pair!r}")
+        bands[regime] = (lo, hi)
+    try:
+        scheduler = Scheduler(
+            policy=str(sched.get("policy", "vllm")),
+            max_num_seqs=int(_num(w, "scheduler.max_num_seqs", sched.get("max_num_seqs", 256), (1, 1 << 20))),
+            max_num_batched_tokens=int(
+                _num(
+                    w,
+                    "scheduler.max_num_batched_tokens",
+                    sched.get("max_num_batched_tokens", 8192),
+                    (1, 1 << 24),
+                )
+            ),
+            chunked_prefill=bool(sched.get("chunked_prefill", True)),
+        )
+    except (TypeError, ValueError) as exc:
+        raise RidgelineError(f"{w}: scheduler: {exc}") from None
+    provenance = entry.get("provenance", {})
+    return EngineProfile(
+        name=name,
+        label=str(entry.get("label", name)),
+        gemm=gemm,
+        half_m_tokens=_num(w, "compute.half_m_tokens", compute.get("half_m_tokens", 0.0), (0.0, 1e5)),
+        attention=_num(w, "compute.attention", compute.get("attention", min(gemm.values())), _FRACTION),
+        weights=weights,
+        kv=_num(w, "memory.kv", memory.get("kv", weights["w16"]), _FRACTION),
+        fixed_s=_num(w, "overhead.fixed_s", overhead.get("fixed_s", 0.0), _SECONDS),
+        per_layer_s=_num(w, "overhead.per_layer_s", overhead.get("per_layer_s", 0.0), _SECONDS),
+        per_sequence_s=_num(w, "overhead.per_sequence_s", overhead.get("per_sequence_s", 0.0), _SECONDS),
+        tp_scale=_num(w, "overhead.tp_scale", overhead.get("tp_scale", 0.0), (0.0, 10.0)),
+        first_token_s=_num(w, "overhead.first_token_s", overhead.get("first_token_s", 0.0), _SECONDS),
+        collective_latency_s=latency,
+        link_efficiency=_num(
+            w, "collective.link_efficiency", collective.get("link_efficiency", 1.0), _FRACTION
+        ),
+        vendor={str(k): _num(w, f"vendor.{k}", v, _FRACTION) for k, v in _table(w, entry, "vendor").items()},
+        scheduler=scheduler,
+        uncertainty=bands,
+        source=str(entry.get("source", where)),
+        provenance={str(k): str(v) for k, v in provenance.items()} if isinstance(provenance, dict) else {},
+    )
+
+
+def _profiles(data: dict[str, Any], where: str) -> dict[str, EngineProfile]:
+    return {name: profile_from_entry(name, entry, where) for name, entry in data.items()}
+
+
+@lru_cache(maxsize=1)
+def builtin_engines() -> dict[str, EngineProfile]:
+    return _profiles(_files.parse(_files.package_text("engines.toml"), "engines.toml"), "engines.toml")
+
+
+def user_engine_files() -> list[str]:
+    folder = _files.config_dir_text()
+    found = [os.path.join(folder, "engines.toml")]
+    paths = [p for p in found if os.path.exists(p)]
+    return paths + [p for p in os.environ.get("RIDGELINE_ENGINES", "").split(os.pathsep) if p]
+
+
+def engines() -> dict[str, EngineProfile]:
+    """Built-in profiles, then the user's files; later entries win."""
+    out = dict(builtin_engines())
+    for path in user_engine_files():
+        out.update(_profiles(_files.read_user_file(path), path))
+    return out
+
+
+def get_engine(spec: str) -> EngineProfile:
+    """A profile by name, or the one profile in a TOML file (`--engine my-engine.toml`)."""
+    known = engines()
+    if str(spec).lower() in known:
+        return known[str(spec).lower()]
+    if str(spec).endswith(".toml") and Path(spec).expanduser().is_file():
+        found = _profiles(_files.read_user_file(spec), str(spec))
+        if len(found) != 1:
+            raise RidgelineError(f"{str(spec)!r} must hold exactly one engine profile, it holds {len(found)}")
+        return next(iter(found.values()))
+    raise unknown_name("engine", str(spec), known, "ridgeline engines")
+
+
+def profile_to_toml(p: EngineProfile) -> str:
+    """A profile as the TOML table that reads it back (what `fit --engine` writes)."""
+
+    def table(d: dict[str, Any]) -> str:
+        return _toml_value(d)
+
+    lines = [
+        f"[{p.name}]",
+        f"label = {_toml_value(p.label)}",
+        f"source = {_toml_value(p.source)}",
+        "compute = " + table({"gemm": p.gemm, "half_m_tokens": p.half_m_tokens, "attention": p.attention}),
+        "memory = " + table({"weights": p.weights, "kv": p.kv}),
+        "overhead = "
+        + table(
+            {
+                "fixed_s": p.fixed_s,
+                "per_layer_s": p.per_layer_s,
+                "per_sequence_s": p.per_sequence_s,
+                "tp_scale": p.tp_scale,
+                "first_token_s": p.first_token_s,
+            }
+        ),
+        "collective = " + table({"latency_s": p.collective_latency_s, "link_efficiency": p.link_efficiency}),
+        f"vendor = {table(p.vendor)}",
+        "scheduler = "
+        + table(
+            {
+                "policy": p.scheduler.policy,
+                "max_num_seqs": p.scheduler.max_num_seqs,
+                "max_num_batched_tokens": p.scheduler.max_num_batched_tokens,
+                "chunked_prefill": p.scheduler.chunked_prefill,
+            }
+        ),
+    ]
+    if p.uncertainty:
+        lines.append("uncertainty = " + table({k: list(v) for k, v in p.uncertainty.items()}))
+    if p.provenance:
+        lines.append("provenance = " + table(p.provenance))
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(float(v)) if isinstance(v, float) else str(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    text = str(v).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
