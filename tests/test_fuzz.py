@@ -179,6 +179,8 @@ def draw_cases(tmp: Path, files: list[str], records: str) -> list[list[str]]:
     for name, cmd in commands().items():
         has_json = any(p.name == "as_json" for p in cmd.params)
         base = base_args(name, tmp, records)
+        if all(getattr(p, "is_flag", False) for p in cmd.params):  # nothing to fuzz: run it
+            cases.append([name, *(["--json"] if has_json else [])])
         for param in cmd.params:
             if getattr(param, "is_flag", False) or param.type.name == "boolean":
                 continue

@@ -92,7 +92,10 @@ def local_tokenizer(path: str) -> Tokenizer:
             raise RidgelineError(
                 "--tokenizer FILE.gguf needs llama-cpp-python: pip install llama-cpp-python"
             ) from None
-        vocab = Llama(str(p), vocab_only=True, verbose=False)
+        try:
+            vocab = Llama(str(p), vocab_only=True, verbose=False)
+        except (RuntimeError, ValueError, OSError) as e:  # llama.cpp refused the file
+            raise RidgelineError(f"--tokenizer {path}: not a readable GGUF vocabulary ({e})") from None
 
         def encode(text: str) -> list[int]:
             return list(vocab.tokenize(text.encode("utf-8"), add_bos=True, special=True))
@@ -104,7 +107,10 @@ def local_tokenizer(path: str) -> Tokenizer:
             raise RidgelineError(
                 "--tokenizer tokenizer.json needs the tokenizers package: pip install tokenizers"
             ) from None
-        hf = HfTokenizer.from_file(str(p))
+        try:
+            hf = HfTokenizer.from_file(str(p))
+        except Exception as e:  # the tokenizers package raises plain Exception on bad files
+            raise RidgelineError(f"--tokenizer {path}: not a readable tokenizer.json ({e})") from None
 
         def encode(text: str) -> list[int]:
             return list(hf.encode(text).ids)
