@@ -18,15 +18,16 @@ import heapq
 import math
 from array import array
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ridgeline.checks import MAX_COUNT, MAX_TOKENS, check_fraction, check_size
 from ridgeline.errors import RidgelineError
 from ridgeline.ledger import attended_pairs, cached_tokens
 from ridgeline.simulate.kvcache import MAX_BLOCK_TOKENS, KvCache
-from ridgeline.simulate.requests import DECODE, DONE, Requests
-from ridgeline.simulate.scheduler import schedule
+from ridgeline.simulate.policy import Chunk, Policy
+from ridgeline.simulate.requests import DECODE, DONE, PREFILL, WAITING, Requests
+from ridgeline.simulate.scheduler import POLICIES
 from ridgeline.simulate.steptime import DecodeRun, StepModel
 
 MAX_ITERATIONS = 100_000_000  # engine steps (or jumped runs) of one replica in one run
@@ -34,13 +35,14 @@ MAX_ITERATIONS = 100_000_000  # engine steps (or jumped runs) of one replica in 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """vLLM's knobs, checked when built."""
+    """vLLM's knobs, and the scheduler policy by name (scheduler.POLICIES), checked when built."""
 
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     block_tokens: int = 16
     gpu_memory_utilization: float = 0.9
     jump: bool = True  # closed-form runs of decode steps; False steps one by one
+    policy: str = "vllm"
 
     def __post_init__(self) -> None:
         self.check()
@@ -52,6 +54,10 @@ class EngineConfig:
         check_fraction("--gpu-memory-utilization", self.gpu_memory_utilization)
         if not isinstance(self.jump, bool):
             raise RidgelineError(f"jump must be True or False, got {self.jump!r}")
+        if not isinstance(self.policy, str) or self.policy not in POLICIES:
+            raise RidgelineError(
+                f"scheduler policy {self.policy!r} is unknown: use {' or '.join(map(repr, POLICIES))}"
+            )
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise RidgelineError(
                 f"--max-num-batched-tokens {self.max_num_batched_tokens} is below --max-num-seqs "
@@ -76,6 +82,9 @@ class Trace:
 
 
 class Engine:
+    """One replica. It is the SchedulerView its policy reads (policy.py): the attributes and
+    the four methods under "what a policy reads"; a policy writes none of them."""
+
     def __init__(
         self,
         reqs: Requests,
@@ -86,14 +95,14 @@ class Engine:
         replica: int = 0,
         follow_up: Callable[[int, float], int | None] | None = None,
     ) -> None:
-        self.r = reqs
+        self.reqs = reqs
         self.model = model
         self.cfg = cfg
-        self.bs = kv.block_tokens
+        self.block_tokens = kv.block_tokens
         self.blocks = kv.blocks - pinned_blocks  # shared prefix blocks stay in the cache
-        self.free = self.blocks
-        self.max_tokens = cfg.max_num_batched_tokens
-        self.max_seqs = cfg.max_num_seqs
+        self.free_blocks = self.blocks
+        self.max_num_batched_tokens = cfg.max_num_batched_tokens
+        self.max_num_seqs = cfg.max_num_seqs
         self.replica = replica
         self.follow_up = follow_up
         self.t = 0.0
@@ -102,9 +111,9 @@ class Engine:
         self.next = 0  # first pending request not yet arrived
         self.waiting: deque[int] = deque()
         self.prefilling: list[int] = []  # running requests still prefilling, admission order
-        self.n_dec = 0
+        self.n_decoding = 0
         self.sum_base = 0
-        self.cnt = [0] * self.bs  # decoders per base residue
+        self.cnt = [0] * self.block_tokens  # decoders per base residue
         self.dec_base: dict[int, int] = {}  # decoders' bases (sliding-window models read them)
         self.ends: list[tuple[int, int]] = []  # heap of (last step, request)
         self.victims: list[tuple[int, int]] = []  # heap of (-admission, request) of decoders
@@ -126,18 +135,20 @@ class Engine:
         )
         self.fast = model.global_only and model.exact  # the affine step model, scalars
         self.jump = cfg.jump and self.fast
+        self.policy: Policy = POLICIES[cfg.policy]()
+        self.schedule = self.policy.schedule
 
     # --- the loop ---------------------------------------------------------------------------
     def add(self, rid: int) -> None:
-        self.r.replica[rid] = self.replica
+        self.reqs.replica[rid] = self.replica
         self.pending.append(rid)
 
     def idle(self) -> bool:
-        return not (self.n_dec or self.prefilling or self.waiting) and self.next >= len(self.pending)
+        return not (self.n_decoding or self.prefilling or self.waiting) and self.next >= len(self.pending)
 
     def run_until(self, barrier: float = math.inf) -> None:
         """Run every step that starts before `barrier` (all of them by default)."""
-        arrival = self.r.arrival_s
+        arrival = self.reqs.arrival_s
         pending = self.pending
         rows = self.trace.t_s
         while True:
@@ -146,7 +157,7 @@ class Engine:
                 self.waiting.append(pending[nxt])
                 nxt += 1
             self.next = nxt
-            if not (self.n_dec or self.prefilling or self.waiting):
+            if not (self.n_decoding or self.prefilling or self.waiting):
                 if nxt >= len(pending) or arrival[pending[nxt]] >= barrier:
                     return
                 self.t = arrival[pending[nxt]]
@@ -161,28 +172,92 @@ class Engine:
             self.iterate(barrier)
 
     def iterate(self, barrier: float) -> None:
-        if self.waiting or self.prefilling or not self.n_dec:
-            chunks, preempted = schedule(self)
-            if chunks or preempted or self.prefilling or not self.n_dec:
+        """One step, or a closed-form run of decode steps. The policy plans the step when
+        there is something to decide; a decode-only step with room for its blocks needs none."""
+        if self.waiting or self.prefilling or not self.n_decoding:
+            preempt, chunks = self.schedule(self)
+            self.apply(preempt, chunks)
+            if chunks or preempt or self.prefilling or not self.n_decoding:
                 self.one_step(chunks)
                 return
         else:
-            need = self.cnt[self.step % self.bs]  # decoders whose last block is full
-            if need > self.free:
-                chunks, preempted = schedule(self)  # preempts, then reserves
+            need = self.cnt[self.step % self.block_tokens]  # decoders whose last block is full
+            if need > self.free_blocks:
+                preempt, chunks = self.schedule(self)
+                self.apply(preempt, chunks)
                 self.one_step(chunks)
                 return
-            self.free -= need
+            self.free_blocks -= need
         if self.jump:
             self.decode_run_or_step(barrier)
         else:
-            self.one_step([])
+            self.one_step(())
+
+    def apply(self, preempt: Sequence[int], chunks: Sequence[Chunk]) -> None:
+        """A policy's plan: preempt, reserve the decoders' fresh blocks, then each chunk's
+        (a prefill holds the blocks of the tokens cached after it); a waiting request's
+        chunk admits it."""
+        for rid in preempt:
+            self.preempt(rid)
+        bs = self.block_tokens
+        free = self.free_blocks
+        if self.n_decoding:
+            free -= self.cnt[self.step % bs]
+        r = self.reqs
+        state, held, shared = r.state, r.held, r.shared
+        for rid, new, c in chunks:
+            if state[rid] == WAITING:  # admitted: it joins the running prefills
+                waiting = self.waiting
+                if waiting[0] == rid:
+                    waiting.popleft()
+                else:
+                    waiting.remove(rid)
+                state[rid] = PREFILL
+                self.admitted += 1
+                r.seq[rid] = self.admitted
+                if r.admit_s[rid] != r.admit_s[rid]:  # NaN: first admission
+                    r.admit_s[rid] = self.t
+                self.prefilling.append(rid)
+            extra = -(-(c + new - shared[rid]) // bs) - held[rid]
+            held[rid] += extra
+            free -= extra
+        if free < 0:
+            raise RuntimeError(
+                f"the scheduler policy planned {-free} blocks more than are free: a policy bug"
+            )
+        self.free_blocks = free
+
+    # --- what a policy reads (policy.SchedulerView) --------------------------------------------
+    def decode_blocks(self) -> int:
+        return self.cnt[self.step % self.block_tokens]
+
+    def takes_block(self, rid: int) -> bool:
+        bs = self.block_tokens
+        return self.reqs.base[rid] % bs == self.step % bs
+
+    def held_blocks(self, rid: int) -> int:
+        r = self.reqs
+        if r.state[rid] == DECODE:
+            return -(-(self.step - r.base[rid] - r.shared[rid]) // self.block_tokens)
+        return r.held[rid]
+
+    def latest_decoders(self) -> Iterator[int]:
+        r = self.reqs
+        victims = self.victims
+        while victims and (r.state[victims[0][1]] != DECODE or r.seq[victims[0][1]] != -victims[0][0]):
+            heapq.heappop(victims)  # stale entries of requests that finished or were preempted
+        if not victims:
+            return
+        yield victims[0][1]
+        for neg_seq, rid in sorted(victims)[1:]:  # a second victim in one step: rare
+            if r.state[rid] == DECODE and r.seq[rid] == -neg_seq:
+                yield rid
 
     # --- one step ---------------------------------------------------------------------------
-    def one_step(self, chunks: list[tuple[int, int, int]]) -> None:
+    def one_step(self, chunks: Sequence[Chunk]) -> None:
         """One step of the decoders and the prefill chunks, priced by the step model."""
         model = self.model
-        n = self.n_dec
+        n = self.n_decoding
         if not n and not chunks:
             raise RuntimeError("an engine step with no tokens to run: a scheduling bug")
         tokens = n
@@ -219,23 +294,23 @@ class Engine:
         self.step = s + 1
         if self.ends and self.ends[0][0] <= s:
             self.complete_decodes(s, t1)
-        r = self.r
+        r = self.reqs
         for rid, new, _ in chunks:
             r.computed[rid] += new
             if r.computed[rid] == r.target[rid]:
                 self.prefilled(rid, t1)
 
-    def sampled(self, chunks: list[tuple[int, int, int]]) -> int:
+    def sampled(self, chunks: Sequence[Chunk]) -> int:
         """Tokens the step samples: one per decoder, and one per prefill the step finishes."""
-        target = self.r.target
-        return self.n_dec + sum(1 for rid, new, c in chunks if c + new == target[rid])
+        target = self.reqs.target
+        return self.n_decoding + sum(1 for rid, new, c in chunks if c + new == target[rid])
 
     def decode_totals(self) -> tuple[list[float], list[float]]:
         """Attended pairs and cached tokens of the decoders, per window group (the sliding
         windows bend each term, so every context counts)."""
         import numpy as np
 
-        n = self.n_dec
+        n = self.n_decoding
         windows = self.model.windows
         if not n:
             return [0.0] * len(windows), [0.0] * len(windows)
@@ -251,9 +326,9 @@ class Engine:
         d(dt)
         k(steps)
         n(tokens)
-        run(self.n_dec + len(self.prefilling))
+        run(self.n_decoding + len(self.prefilling))
         wait(len(self.waiting))
-        used(self.blocks - self.free)
+        used(self.blocks - self.free_blocks)
         p(pairs)
         c(cached)
 
@@ -269,7 +344,7 @@ class Engine:
         completion, the blocks left, and the first step that would start at or after the
         next arrival (when the queue is empty; a blocked queue stays blocked until a
         completion) or the barrier. Step 0's blocks are already reserved."""
-        n = self.n_dec
+        n = self.n_decoding
         model = self.model
         mean = (n * self.step - self.sum_base) / n
         pairs = n * attended_pairs(1, mean, 0)
@@ -278,7 +353,7 @@ class Engine:
         compute = c0 + model.pair_s[0] * pairs
         memory = m0 + model.cached_s[0] * cached
         dt = (compute if compute > memory else memory) + f0  # step 0
-        r = self.r
+        r = self.reqs
         ends = self.ends
         while r.state[ends[0][1]] != DECODE or r.last_step[ends[0][1]] != ends[0][0]:
             heapq.heappop(ends)  # stale: preempted since
@@ -290,12 +365,12 @@ class Engine:
             delta = horizon - self.t
             k = 1 if dt >= delta else self.block_steps(k)
         if k > 1:
-            run = self.decode_run()
+            run = self.decode_run(mean, pairs, cached)
             if delta < math.inf:
                 k = run.steps_before(delta, k)
             if k > 1:
                 dt = run.elapsed_s(k)
-                self.free -= self.blocks_over(1, k)
+                self.free_blocks -= self.blocks_over(1, k)
                 mean += (k - 1) / 2.0
                 pairs = n * attended_pairs(1, mean, 0)
                 cached = n * cached_tokens(mean, 0)
@@ -305,22 +380,18 @@ class Engine:
         if ends[0][0] < self.step:
             self.complete_decodes(self.step - 1, self.t)
 
-    def decode_run(self) -> DecodeRun:
-        """The run's two roofline lines: the step model at the run's first two steps."""
-        n = self.n_dec
-        mean = (n * self.step - self.sum_base) / n
+    def decode_run(self, mean: float, pairs0: float, cached0: float) -> DecodeRun:
+        """The run's two roofline lines: the step model at the run's first two steps (step
+        0: mean context `mean`, its pairs and cached tokens)."""
+        n = self.n_decoding
         return self.model.decode_run(
-            n,
-            n * attended_pairs(1, mean, 0),
-            n * attended_pairs(1, mean + 1, 0),
-            n * cached_tokens(mean, 0),
-            n * cached_tokens(mean + 1, 0),
+            n, pairs0, n * attended_pairs(1, mean + 1, 0), cached0, n * cached_tokens(mean + 1, 0)
         )
 
     def block_steps(self, k: int) -> int:
         """The most steps (<= k) whose fresh blocks fit; any bs consecutive steps take one
         block per decoder."""
-        n, bs, free = self.n_dec, self.bs, self.free
+        n, bs, free = self.n_decoding, self.block_tokens, self.free_blocks
         cycles = free // n
         if (k - 1) <= cycles * bs:
             return k
@@ -338,8 +409,8 @@ class Engine:
         length = last - first
         if length <= 0:
             return 0
-        bs = self.bs
-        total = length // bs * self.n_dec
+        bs = self.block_tokens
+        total = length // bs * self.n_decoding
         start = self.step + first
         for j in range(length % bs):
             total += self.cnt[(start + j) % bs]
@@ -348,14 +419,14 @@ class Engine:
     # --- sequences joining, leaving and finishing ------------------------------------------
     def prefilled(self, rid: int, t: float) -> None:
         """A (re)prefill reached its target: its last position emits a token."""
-        r = self.r
+        r = self.reqs
         self.prefilling.remove(rid)
         emitted = r.emitted[rid] + 1
         if emitted == 1:
             r.first_s[rid] = t
         left = r.output[rid] + 1 - emitted  # decode steps still to run
         if left == 0:
-            self.free += r.held[rid]
+            self.free_blocks += r.held[rid]
             self.finish(rid, t)
             return
         s = self.step  # the first step it decodes in
@@ -364,37 +435,55 @@ class Engine:
         r.base[rid] = base
         r.first_step[rid] = s
         r.last_step[rid] = s + left - 1
-        self.n_dec += 1
+        self.n_decoding += 1
         self.sum_base += base
-        self.cnt[base % self.bs] += 1
+        self.cnt[base % self.block_tokens] += 1
         if not self.fast:
             self.dec_base[rid] = base
         heapq.heappush(self.ends, (s + left - 1, rid))
         heapq.heappush(self.victims, (-r.seq[rid], rid))
 
+    def preempt(self, rid: int) -> None:
+        """Preempt by recompute: free the request's blocks and queue it at the head to prefill
+        its prompt plus the tokens it has emitted (the last prefill position emits the next)."""
+        r = self.reqs
+        self.free_blocks += self.held_blocks(rid)
+        if r.state[rid] == DECODE:
+            r.emitted[rid] += 1 + (self.step - r.first_step[rid])
+            self.leave_decode(rid)
+        else:
+            self.prefilling.remove(rid)
+        r.state[rid] = WAITING
+        r.target[rid] = r.prompt[rid] + r.emitted[rid]
+        r.computed[rid] = r.hit[rid]
+        r.held[rid] = 0
+        r.preemptions[rid] += 1
+        self.preemptions += 1
+        self.waiting.appendleft(rid)
+
     def leave_decode(self, rid: int) -> None:
-        base = self.r.base[rid]
-        self.n_dec -= 1
+        base = self.reqs.base[rid]
+        self.n_decoding -= 1
         self.sum_base -= base
-        self.cnt[base % self.bs] -= 1
+        self.cnt[base % self.block_tokens] -= 1
         if not self.fast:
             del self.dec_base[rid]
 
     def complete_decodes(self, s: int, t: float) -> None:
         """Decoders whose last step was s finish at t and free their blocks."""
-        ends, r, bs = self.ends, self.r, self.bs
+        ends, r, bs = self.ends, self.reqs, self.block_tokens
         while ends and ends[0][0] <= s:
             last, rid = heapq.heappop(ends)
             if r.state[rid] != DECODE or r.last_step[rid] != last:
                 continue
             context = s + 1 - r.base[rid]
-            self.free += -(-(context - r.shared[rid]) // bs)
+            self.free_blocks += -(-(context - r.shared[rid]) // bs)
             self.leave_decode(rid)
             self.finish(rid, t)
 
     def finish(self, rid: int, t: float) -> None:
-        self.r.state[rid] = DONE
-        self.r.finish_s[rid] = t
+        self.reqs.state[rid] = DONE
+        self.reqs.finish_s[rid] = t
         self.finished.append(t)
         if self.follow_up is not None:
             nxt = self.follow_up(rid, t)

@@ -44,7 +44,7 @@ def run_fleet(
         if progress is None:
             e.run_until()
             continue
-        arrival = e.r.arrival_s
+        arrival = e.reqs.arrival_s
         while not e.idle():
             upcoming = max(e.t, arrival[e.pending[e.next]] if e.next < len(e.pending) else e.t)
             barrier = upcoming + chunk_s
@@ -54,7 +54,7 @@ def run_fleet(
 
 
 def _least_outstanding(engines: Sequence[Engine], ids: Sequence[int], progress: Progress | None) -> None:
-    arrival = engines[0].r.arrival_s
+    arrival = engines[0].reqs.arrival_s
     sent = [0] * len(engines)
     every = max(1, len(ids) // 200)
     for i, rid in enumerate(ids):

@@ -1,6 +1,8 @@
-"""The iteration-level scheduler, in the style of vLLM's: which tokens go into the next step.
+"""The iteration-level scheduler policies, by name; vLLM's is the default, TensorRT-LLM's
+guaranteed-no-evict is the other (NoEvictPolicy, below).
 
-Each step has a token budget (max_num_batched_tokens) and a sequence limit (max_num_seqs):
+vLLM's (VllmPolicy): each step has a token budget (max_num_batched_tokens) and a sequence
+limit (max_num_seqs):
 1. every decoding sequence gets its one token; when the blocks for them run out, the most
    recently admitted running request is preempted (recompute: its blocks are freed and it
    returns to the head of the queue, to prefill its prompt and the tokens it had emitted);
@@ -15,117 +17,170 @@ max_num_seqs, so the decodes always fit.
 
 from __future__ import annotations
 
-import heapq
-from typing import TYPE_CHECKING
-
-from ridgeline.simulate.requests import DECODE, PREFILL, WAITING
-
-if TYPE_CHECKING:
-    from ridgeline.simulate.engine import Engine
+from ridgeline.simulate.policy import Chunk, Policy, SchedulerView, StepPlan
+from ridgeline.simulate.requests import DONE
 
 
-def schedule(e: Engine) -> tuple[list[tuple[int, int, int]], bool]:
-    """Reserve blocks and pick the step's prefill chunks (request, new tokens, cached
-    context). Returns the chunks and whether anything was preempted."""
-    r = e.r
-    bs = e.bs
-    preempted = False
-    if e.n_dec:
-        need = e.cnt[e.step % bs]  # decoders whose cached tokens fill their last block
-        while need > e.free:
-            preempt(e, latest(e))
-            preempted = True
-            need = e.cnt[e.step % bs] if e.n_dec else 0
-        e.free -= need
-    budget = e.max_tokens - e.n_dec
-    chunks: list[tuple[int, int, int]] = []
-    computed, target, held, shared = r.computed, r.target, r.held, r.shared
-    i = 0
-    while i < len(e.prefilling) and budget > 0:
-        rid = e.prefilling[i]
-        c = computed[rid]
-        n = min(target[rid] - c, budget)
-        fit = (held[rid] + e.free) * bs + shared[rid] - c  # tokens the free blocks can take
-        while fit <= 0:
-            victim = e.prefilling[-1]
-            preempt(e, victim)
-            preempted = True
-            if victim == rid:
+class VllmPolicy:
+    """vLLM's scheduler: decodes first, preemption by recompute of the latest admitted,
+    chunked prefill within the token budget, first come, first served admission."""
+
+    def schedule(self, view: SchedulerView) -> StepPlan:
+        r = view.reqs
+        bs = view.block_tokens
+        free = view.free_blocks
+        decoding = view.n_decoding
+        prefilling = view.prefilling
+        end = len(prefilling)  # prefilling[:end] still run: victims leave from the end
+        preempt: list[int] = []
+        if decoding:
+            need = view.decode_blocks()
+            if need > free:
+                decoding, end, free = self.make_room(view, need, free, preempt)
+            else:
+                free -= need
+        budget = view.max_num_batched_tokens - decoding
+        chunks: list[Chunk] = []
+        computed, target, held, shared = r.computed, r.target, r.held, r.shared
+        i = 0
+        while i < end and budget > 0:
+            rid = prefilling[i]
+            c = computed[rid]
+            n = target[rid] - c
+            if n > budget:
+                n = budget
+            fit = (held[rid] + free) * bs + shared[rid] - c  # tokens the free blocks can take
+            while fit <= 0:
+                end -= 1
+                victim = prefilling[end]
+                preempt.append(victim)
+                free += held[victim]
+                if victim == rid:
+                    break
+                fit = (held[rid] + free) * bs + shared[rid] - c
+            if fit <= 0:
+                continue  # it preempted itself: end is now i
+            if n > fit:
+                n = fit
+            free -= -(-(c + n - shared[rid]) // bs) - held[rid]
+            chunks.append((rid, n, c))
+            budget -= n
+            i += 1
+        if preempt:
+            return preempt, chunks
+        # first come, first served: admit from the head of the queue while everything fits
+        running = decoding + end
+        limit = view.max_num_seqs
+        if budget > 0 and running < limit:
+            for rid in view.waiting:
+                c = computed[rid]
+                n = target[rid] - c
+                if n > budget:
+                    n = budget
+                blocks = -(-(c + n - shared[rid]) // bs)
+                if blocks > free:
+                    break
+                free -= blocks
+                chunks.append((rid, n, c))
+                budget -= n
+                running += 1
+                if budget <= 0 or running >= limit:
+                    break
+        return (), chunks
+
+    @staticmethod
+    def make_room(view: SchedulerView, need: int, free: int, preempt: list[int]) -> tuple[int, int, int]:
+        """Preempt the latest admitted running requests into `preempt` until the decoders'
+        fresh blocks fit; returns the decoders and prefills left, and the blocks still free
+        once the decoders' are reserved."""
+        seq = view.reqs.seq
+        prefilling = view.prefilling
+        end = len(prefilling)
+        decoding = view.n_decoding
+        decoders = view.latest_decoders()
+        decoder = next(decoders, -1)
+        while need > free:
+            prefill = prefilling[end - 1] if end else -1
+            if decoder >= 0 and (prefill < 0 or seq[prefill] <= seq[decoder]):
+                victim = decoder
+                decoding -= 1
+                if view.takes_block(decoder):
+                    need -= 1
+                decoder = next(decoders, -1)
+            else:
+                victim = prefill
+                end -= 1
+            preempt.append(victim)
+            free += view.held_blocks(victim)
+        return decoding, end, free - need
+
+
+class NoEvictPolicy:
+    """TensorRT-LLM's GUARANTEED_NO_EVICT capacity scheduler: a request is admitted only when
+    the blocks of its whole life (prompt and every output token) fit beside those already
+    promised to the running requests, so nothing is ever preempted. It admits fewer requests
+    than vLLM's on the same cache (the promise counts blocks not yet written), and never
+    recomputes one. Prefills are chunked within the token budget as in vLLM's, first come,
+    first served; the decoders' blocks always fit, being promised."""
+
+    def __init__(self) -> None:
+        self.live: list[int] = []  # admitted requests not yet finished
+        self.promised = 0  # the blocks of their whole lives
+        self.life: dict[int, int] = {}
+        self.seen = 0  # finishes accounted for
+
+    @staticmethod
+    def blocks_for_life(view: SchedulerView, rid: int) -> int:
+        r = view.reqs
+        return -(-(r.prompt[rid] + r.output[rid] - r.shared[rid]) // view.block_tokens)
+
+    def release_finished(self, view: SchedulerView) -> None:
+        if len(view.finished) == self.seen:
+            return
+        self.seen = len(view.finished)
+        state = view.reqs.state
+        keep = [rid for rid in self.live if state[rid] != DONE]
+        for rid in self.live:
+            if state[rid] == DONE:
+                self.promised -= self.life.pop(rid)
+        self.live = keep
+
+    def schedule(self, view: SchedulerView) -> StepPlan:
+        self.release_finished(view)
+        r = view.reqs
+        bs = view.block_tokens
+        free = view.free_blocks - (view.decode_blocks() if view.n_decoding else 0)
+        budget = view.max_num_batched_tokens - view.n_decoding
+        computed, target, held, shared = r.computed, r.target, r.held, r.shared
+        chunks: list[Chunk] = []
+        for rid in view.prefilling:
+            if budget <= 0:
                 break
-            fit = (held[rid] + e.free) * bs + shared[rid] - c
-        if fit <= 0:
-            continue  # it preempted itself; the list is shorter, i is the next one
-        n = min(n, fit)
-        extra = -(-(c + n - shared[rid]) // bs) - held[rid]
-        e.free -= extra
-        held[rid] += extra
-        chunks.append((rid, n, c))
-        budget -= n
-        i += 1
-    if not preempted:
-        admit(e, chunks, budget)
-    return chunks, preempted
+            c = computed[rid]
+            n = min(target[rid] - c, budget)
+            free -= -(-(c + n - shared[rid]) // bs) - held[rid]
+            chunks.append((rid, n, c))
+            budget -= n
+        running = view.n_decoding + len(view.prefilling)
+        spare = view.blocks - self.promised
+        for rid in view.waiting:
+            if budget <= 0 or running >= view.max_num_seqs:
+                break
+            life = self.blocks_for_life(view, rid)
+            if life > spare:  # run.check_fits saw that every request fits an empty cache
+                break
+            c = computed[rid]
+            n = min(target[rid] - c, budget)
+            free -= -(-(c + n - shared[rid]) // bs)
+            spare -= life
+            self.promised += life
+            self.life[rid] = life
+            self.live.append(rid)
+            chunks.append((rid, n, c))
+            budget -= n
+            running += 1
+        assert free >= 0, "promised blocks ran out: a no-evict accounting bug"
+        return (), chunks
 
 
-def admit(e: Engine, chunks: list[tuple[int, int, int]], budget: int) -> None:
-    """First come, first served: admit from the head of the queue while everything fits."""
-    r = e.r
-    waiting = e.waiting
-    running = e.n_dec + len(e.prefilling)
-    while waiting and budget > 0 and running < e.max_seqs:
-        rid = waiting[0]
-        c = r.computed[rid]
-        n = min(r.target[rid] - c, budget)
-        blocks = -(-(c + n - r.shared[rid]) // e.bs)
-        if blocks > e.free:
-            break
-        waiting.popleft()
-        e.free -= blocks
-        r.held[rid] = blocks
-        r.state[rid] = PREFILL
-        e.admitted += 1
-        r.seq[rid] = e.admitted
-        if r.admit_s[rid] != r.admit_s[rid]:  # NaN: first admission
-            r.admit_s[rid] = e.t
-        e.prefilling.append(rid)
-        chunks.append((rid, n, c))
-        budget -= n
-        running += 1
-
-
-def latest(e: Engine) -> int:
-    """The most recently admitted running request: the preemption victim."""
-    r = e.r
-    victims = e.victims
-    while victims and (r.state[victims[0][1]] != DECODE or r.seq[victims[0][1]] != -victims[0][0]):
-        heapq.heappop(victims)  # stale entries of requests that finished or were preempted
-    decoder = victims[0][1] if victims else -1
-    prefill = e.prefilling[-1] if e.prefilling else -1
-    if decoder < 0:
-        return prefill
-    if prefill < 0:
-        return decoder
-    return prefill if r.seq[prefill] > r.seq[decoder] else decoder
-
-
-def preempt(e: Engine, rid: int) -> None:
-    """Preempt by recompute: free the request's blocks and queue it at the head to prefill
-    its prompt plus the tokens it has emitted (the last prefill position emits the next)."""
-    r = e.r
-    bs = e.bs
-    if r.state[rid] == DECODE:
-        context = e.step - r.base[rid]
-        emitted = r.emitted[rid] + 1 + (e.step - r.first_step[rid])
-        e.free += -(-(context - r.shared[rid]) // bs)
-        e.leave_decode(rid)
-        r.emitted[rid] = emitted
-    else:
-        e.free += r.held[rid]
-        e.prefilling.remove(rid)
-    r.state[rid] = WAITING
-    r.target[rid] = r.prompt[rid] + r.emitted[rid]
-    r.computed[rid] = r.hit[rid]
-    r.held[rid] = 0
-    r.preemptions[rid] += 1
-    e.preemptions += 1
-    e.waiting.appendleft(rid)
+POLICIES: dict[str, type[Policy]] = {"vllm": VllmPolicy, "no-evict": NoEvictPolicy}

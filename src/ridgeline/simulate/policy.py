@@ -1,0 +1,91 @@
+"""The seam between an engine and its scheduler: a policy reads a view of one replica's state
+and returns the plan of the next step; the engine applies the plan (frees the preempted
+requests' blocks, reserves the decoders' and the chunks' blocks, admits) and prices the step
+through the core's step price.
+
+A policy only reads: neither the view nor the per-request arrays behind it are written until
+the engine applies the plan. It is asked when there is something to decide (a request waits
+or is prefilling, or the decoders' next blocks do not fit); a decode-only step with room for
+its blocks runs without it, so the closed-form decode runs stay cheap. Every decoder runs in
+every step: its one token is the engine's, a plan names only the prefill chunks.
+
+Adding a policy is one class with `schedule(view) -> StepPlan`, named in scheduler.POLICIES
+(EngineConfig(policy=NAME) picks it; the engine makes one per replica).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+from ridgeline.simulate.requests import Requests
+
+Chunk = tuple[int, int, int]  # (request, new tokens, cached context): a prefill's share of a step
+
+
+class SchedulerView(Protocol):
+    """What a policy may read of one replica (the engine is one). Tokens and blocks are the
+    engine's: a request holds ceil((cached tokens - shared prefix) / block_tokens) blocks."""
+
+    @property
+    def reqs(self) -> Requests: ...  # per-request arrays: computed, target, held, shared, seq, ...
+
+    @property
+    def step(self) -> int: ...  # the step counter
+
+    @property
+    def block_tokens(self) -> int: ...
+
+    @property
+    def blocks(self) -> int: ...  # the replica's KV blocks, all told (the shared prefix's aside)
+
+    @property
+    def free_blocks(self) -> int: ...
+
+    @property
+    def finished(self) -> Sequence[float]: ...  # finish times so far: its length counts them
+
+    @property
+    def n_decoding(self) -> int: ...  # sequences past their prefill, one token each step
+
+    @property
+    def prefilling(self) -> Sequence[int]: ...  # running requests still prefilling, in admission order
+
+    @property
+    def waiting(self) -> Sequence[int]: ...  # the queue, head first (preempted requests rejoin at the head)
+
+    @property
+    def max_num_seqs(self) -> int: ...
+
+    @property
+    def max_num_batched_tokens(self) -> int: ...
+
+    def decode_blocks(self) -> int:
+        """Fresh blocks the decoders take this step: one each whose last block is full."""
+        ...
+
+    def takes_block(self, rid: int) -> bool:
+        """Whether decoding request `rid` is one of those."""
+        ...
+
+    def held_blocks(self, rid: int) -> int:
+        """Blocks running request `rid` holds: what preempting it frees."""
+        ...
+
+    def latest_decoders(self) -> Iterator[int]:
+        """Decoding requests, the most recently admitted first."""
+        ...
+
+
+# The next step, (preempt, chunks), as the engine applies it: preempt these requests (by
+# recompute, in this order: each rejoins the queue at its head), then run the decoders and
+# these prefill chunks. A chunk of a waiting request admits it (a request is admitted with
+# its first chunk, in the order of the chunks). A plain tuple: a plan is made every step
+# that needs one, and a class would cost a fifth of the policy's time.
+StepPlan = tuple[Sequence[int], Sequence[Chunk]]
+
+
+class Policy(Protocol):
+    def schedule(self, view: SchedulerView) -> StepPlan:
+        """The plan of the next step; reads `view`, writes nothing."""
+        ...
