@@ -5,10 +5,15 @@
 - redraw per slider move: in the page, from the slider's input event to the next paint
   after the new numbers are drawn (the page waits 30 ms for the slider to settle, and
   that wait is included); every move asks the server for a state it has not seen;
-- the API alone: one /api/playground call from Python, for comparison.
+- the API alone: one /api/playground call from Python, for comparison;
+- the static site (`ridgeline web --export DIR --pyodide PATH`, served by Python's static
+  file server, no ridgeline server): the first load, from navigation to the first view drawn
+  with Python started in the page (Pyodide: the interpreter, the standard library, the core),
+  and the same redraws, answered by the core inside the page.
 
-Run: python benchmarks/bench_web.py [--screenshot docs/roofline.png]   (figures go into
-the README by hand). Needs /usr/bin/chromium (Debian's `chromium`).
+Run: python benchmarks/bench_web.py [--screenshot docs/roofline.png] [--pyodide PATH]
+(figures go into the README by hand). Needs /usr/bin/chromium (Debian's `chromium`); the
+static site needs a local Pyodide: PATH, or the copy scripts/test.sh keeps in .cache/.
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -52,10 +60,51 @@ MOVE = """async ([id, index]) => {
 }"""
 
 
-def start_server() -> tuple[subprocess.Popen[str], str]:
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def static_site(pyodide: Path) -> Iterator[str]:
+    """The lesson exported with this Pyodide, served by `python -m http.server`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Path(tmp) / "site"
+        cmd = [sys.executable, "-m", "ridgeline", "web", "--export", str(site), "--pyodide", str(pyodide)]
+        subprocess.run(cmd, check=True, capture_output=True)
+        port = free_port()
+        server = subprocess.Popen(
+            [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(site)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}/"
+        try:
+            for _ in range(300):
+                try:
+                    if httpx.get(url, timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.1)
+            yield url
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+
+
+def default_pyodide() -> Path | None:
+    from ridgeline.web.export import PYODIDE_VERSION
+
+    path = ROOT / ".cache" / "pyodide" / PYODIDE_VERSION / "package"
+    return path if (path / "pyodide.js").is_file() else None
+
+
+def start_server() -> tuple[subprocess.Popen[str], str]:
+    port = free_port()
     cmd = [sys.executable, "-m", "ridgeline", "web", "--port", str(port)]
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     url = f"http://127.0.0.1:{port}/"
@@ -70,7 +119,7 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
 
 
 def wait_ready(page: Page) -> None:
-    page.wait_for_selector("body[data-renders]", state="attached")
+    page.wait_for_selector("body[data-renders]", state="attached", timeout=120_000)
 
 
 def page_loads(browser, url: str, repeats: int = 10) -> list[float]:  # type: ignore[no-untyped-def]
@@ -132,7 +181,11 @@ def summary(times_s: list[float]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--screenshot", type=Path, help="also save the roofline view as a PNG here")
+    parser.add_argument(
+        "--pyodide", type=Path, help="a local Pyodide (the unpacked npm package) for the static site"
+    )
     args = parser.parse_args()
+    pyodide = args.pyodide or default_pyodide()
     server, url = start_server()
     try:
         with sync_playwright() as p:
@@ -145,6 +198,17 @@ def main() -> None:
             }
             if args.screenshot:
                 screenshot(browser, url, args.screenshot)
+            if pyodide is not None:
+                with static_site(pyodide) as site:
+                    result["static_first_load"] = summary(page_loads(browser, site, repeats=5))
+                    result["static_redraw_prompt_slider"] = summary(
+                        slider_moves(browser, site, "prompt-range", range(0, 50))
+                    )
+                    result["static_redraw_batch_slider"] = summary(
+                        slider_moves(browser, site, "batch-range", range(1, 24))
+                    )
+            else:
+                result["static_first_load"] = "skipped: no local Pyodide (--pyodide PATH, or scripts/test.sh)"
             browser.close()
     finally:
         server.terminate()

@@ -13,6 +13,16 @@ if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 fi
 
+# Pyodide for the static lesson's browser test (`ridgeline web --export`): the npm package at
+# the version the export pins, fetched once with `npm pack` into .cache/ (git-ignored).
+pyodide_version=$(sed -n 's/^PYODIDE_VERSION = "\([^"]*\)".*/\1/p' src/ridgeline/web/export.py)
+pyodide_dir=".cache/pyodide/$pyodide_version"
+if [ ! -f "$pyodide_dir/package/pyodide.js" ] && command -v npm >/dev/null 2>&1; then
+  rm -rf "$pyodide_dir" && mkdir -p "$pyodide_dir"
+  (cd "$pyodide_dir" && npm pack --silent "pyodide@$pyodide_version" >/dev/null &&
+    tar -xzf "pyodide-$pyodide_version.tgz" && rm "pyodide-$pyodide_version.tgz")
+fi
+
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # llama.cpp's server for the measurement tests, built once without native CPU features

@@ -13,8 +13,18 @@ from ridgeline.points import roofline_points
 from ridgeline.web.app import create_app
 
 P8 = 8_030_261_248  # Llama 3.1 8B parameters, counted by hand in test_core.py
-LESSON_TITLES = [
+# The seed's "What you will learn": its seven sections
+SECTIONS = [
     "Two phases",
+    "FLOPs per byte",
+    "Batching",
+    "Fewer bytes per weight",
+    "More than one GPU",
+    "What users feel",
+    "Recap & playground",
+]
+LESSON_TITLES = [
+    "One request, two very different halves",
     "FLOPs per byte",
     "Drill: the decode speed limit",
     "A 20-token prompt",
@@ -113,9 +123,43 @@ def test_gpus_and_models(client: TestClient) -> None:
 
 
 def test_lesson_has_the_eighteen_steps_in_order(client: TestClient) -> None:
-    steps = client.get("/api/lesson").json()["steps"]
+    lesson = client.get("/api/lesson").json()
+    steps = lesson["steps"]
     assert [s["title"] for s in steps] == LESSON_TITLES
     assert [s["n"] for s in steps if s["drill"]] == [3, 13]
+    assert [s["title"] for s in lesson["sections"]] == SECTIONS
+    assert [n for s in lesson["sections"] for n in s["steps"]] == list(range(1, 19))
+    assert all(s["takeaway_html"] and "{{" not in s["takeaway_html"] for s in steps)
+
+
+def test_the_simulator_shows_p50_and_p99_against_the_slo_and_the_batching_trade(client: TestClient) -> None:
+    """Interactive SLOs are TTFT and TPOT at p99; offline work is tokens per second per GPU;
+    batching trades the second for the first."""
+    table = client.get("/api/slo", params={"batch": 32}).json()
+    assert table["precomputed"] is False
+    assert table["slo"] == {"ttft_p99_s": 0.5, "tpot_p99_s": 0.05}
+    rows = table["rows"]
+    assert len(rows) >= 4
+    for row in rows:
+        assert row["ttft_p50_s"] <= row["ttft_p99_s"] and row["tpot_p50_s"] <= row["tpot_p99_s"]
+    # more arrivals, bigger batches: more tokens a second per GPU, longer p99s
+    for key in ("mean_batch", "tokens_per_s_per_gpu", "tpot_p99_s"):
+        values = [row[key] for row in rows]
+        assert values == sorted(values), key
+    assert rows[0]["met"] and not rows[-1]["met"]  # until the SLO breaks
+    # the batch does not change the table: the simulator forms its own batches
+    assert client.get("/api/slo", params={"batch": 1}).json()["rows"] == rows
+
+
+def test_playground_places_a_training_step_and_counts_prefill_chunks(client: TestClient) -> None:
+    chart = client.get("/api/playground", params={"batch": 8}).json()["roofline"]
+    training = chart["training"]
+    # 6·P FLOPs a token over 16 bytes a parameter: 6/16 of the tokens in a step
+    assert training["intensity"] == pytest.approx(6 / 16 * training["tokens"], rel=1e-9)
+    assert training["bound"] == "compute" and training["intensity"] > chart["effective_ridge"]
+    assert chart["prefill"]["tokens"] == 16_000
+    assert chart["prefill_chunks"] == 2 and chart["prefill_chunk_tokens"] == 8192
+    assert chart["decode"]["context"] == 2000 and chart["decode"]["context_last"] == 2499
 
 
 @pytest.mark.parametrize("n", range(1, 19))

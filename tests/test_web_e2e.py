@@ -113,7 +113,7 @@ def ms(seconds: float) -> str:
 
 def test_page_loads_with_the_lesson_stage(page: Page, errors: list[str]) -> None:
     open_lesson(page)
-    expect(page.locator("#step-title")).to_have_text("Two phases")
+    expect(page.locator("#step-title")).to_have_text(LESSON_TITLES[0])
     expect(page.locator("#ttft")).to_have_text("55.9 ms")
     expect(page.locator("#tpot")).to_have_text("6.1 ms")
     expect(page.locator("#ridge")).to_have_text("295")
@@ -136,7 +136,7 @@ def test_prompt_slider_moves_ttft_to_the_cores_value(page: Page, errors: list[st
     assert float(page.locator("#ttft").get_attribute("data-value") or "nan") == pytest.approx(
         expected, rel=1e-12
     )
-    expect(page.locator("#step-title")).to_have_text("Two phases")  # arrows on a slider move the slider
+    expect(page.locator("#step-title")).to_have_text(LESSON_TITLES[0])  # arrows on a slider move the slider
     assert errors == []
 
 

@@ -36,6 +36,7 @@ STATE_INTS = ("prompt", "output", "batch", "tp")
 ENDPOINTS: dict[str, dict[str, str]] = {
     "/api/estimate": {**dict.fromkeys(NAMES, "name"), **dict.fromkeys(STATE_INTS, "int")},
     "/api/playground": {**dict.fromkeys(NAMES, "name"), **dict.fromkeys(STATE_INTS, "int")},
+    "/api/slo": {**dict.fromkeys(NAMES, "name"), **dict.fromkeys(STATE_INTS, "int")},
     "/api/roofline": {
         **dict.fromkeys(("model", "gpu", "preset", "maths"), "name"),
         **dict.fromkeys(("prompt", "batch"), "int"),

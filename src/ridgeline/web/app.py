@@ -27,13 +27,18 @@ from ridgeline._files import dumps
 from ridgeline.checks import check_number, one_line
 from ridgeline.errors import RidgelineError
 from ridgeline.web import film, hosts, lesson
-from ridgeline.web.view import State, check_model, estimate_dict, playground
+from ridgeline.web.view import (
+    MAX_BATCH,
+    MAX_TOKENS,
+    MAX_TP,
+    NAME,
+    State,
+    check_model,
+    estimate_dict,
+    playground,
+)
 
 STATIC_DIR = Path(__file__).parent / "static"
-MAX_TOKENS = 1_000_000  # prompt or output; the model's context caps them further
-MAX_BATCH = 4096
-MAX_TP = 64
-NAME = r"^[A-Za-z0-9][A-Za-z0-9._\-]*$"  # catalogue names: no paths, no URLs
 MAX_DETAIL = 500  # characters in an error's one line
 # numbers as a person types them: no spaces, control characters, underscores or hex
 WHOLE = re.compile(r"-?[0-9]{1,15}")
@@ -148,6 +153,14 @@ def create_app(allowed_hosts: Collection[str] | None = None) -> FastAPI:
         """The estimate and the roofline chart the page draws for one state."""
         return StrictJSONResponse(playground(s))
 
+    @app.get("/api/slo")
+    def api_slo(s: State = Depends(state_query)) -> JSONResponse:
+        """Step 15's table: the simulator's p50 and p99 TTFT and TPOT for this deployment
+        under a small chat workload at a few arrival rates, against a chat SLO."""
+        from ridgeline.web.slo import slo_table
+
+        return StrictJSONResponse(slo_table(s))
+
     @app.get("/api/roofline")
     def api_roofline(
         gpu: str = Query("h100-sxm", max_length=64, pattern=NAME),
@@ -180,8 +193,8 @@ def create_app(allowed_hosts: Collection[str] | None = None) -> FastAPI:
 
     @app.get("/api/lesson")
     def api_lesson() -> JSONResponse:
-        """The steps in order: number, slug, title, whether it has a drill."""
-        return StrictJSONResponse({"steps": [lesson.summary(s) for s in lesson.load_steps()]})
+        """The steps in order: number, slug, title, section, takeaway, whether it has a drill."""
+        return StrictJSONResponse(lesson.outline())
 
     @app.get("/api/lesson/{n}")
     def api_step(n: Whole) -> JSONResponse:

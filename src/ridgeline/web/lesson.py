@@ -3,6 +3,11 @@
 A step file `lesson/NN-slug.md` starts with front matter between `+++` lines:
 
     title = "FLOPs per byte"
+    section = "FLOPs per byte"   # the outline's section (consecutive steps share one)
+    takeaway = "..."             # the step in one line, shown in the outline and after the step
+    wide = false                 # optional: give the lesson column more room (the cheat sheet)
+    show = ["slo"]               # optional: more on the page: "slo" (the simulator's table for
+                                 # this state), "training" (training's point on the chart)
     [state]            # the playground's state for this step (unset keys keep the defaults)
     prompt = 2000
     [compare.fp8]      # another state, named: the step's state with these changes
@@ -19,6 +24,9 @@ The body is Markdown (raw HTML allowed, so maths is MathML). A placeholder
 (`ttft_s`, `memory.per_gpu.weight_bytes`) or of the chart (`roofline.ridge`), optionally
 prefixed by a comparison's name (`fp8.tpot_s`); `{{ a / b | x }}` is a ratio of two values
 and `{{ a * b | GB }}` a product.
+
+FastAPI-free, so the page's Python in the browser (`browser.py`, under Pyodide) fills the
+same placeholders with the same code.
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ PLACEHOLDER = re.compile(
 # A drill's unit: what to multiply the core's SI value by to get the number asked for.
 UNIT_SCALE = {"ms": 1e3, "s": 1.0, "GB": 1e-9, "tokens": 1.0, "tokens/s": 1.0, "FLOPs/byte": 1.0}
 
+SHOWS = ("slo", "training")  # what a step may add to the page (front matter `show`)
+
 _markdown = MarkdownIt("commonmark", {"html": True, "typographer": False}).enable("table")
 
 
@@ -70,6 +80,10 @@ class Step:
     title: str
     state: State
     body: str
+    section: str = ""
+    takeaway: str = ""
+    wide: bool = False
+    show: tuple[str, ...] = ()
     compare: dict[str, State] = field(default_factory=dict)
     drill: Drill | None = None
 
@@ -95,12 +109,22 @@ def parse_step(text: str, name: str, n: int) -> Step:
     drill = meta.get("drill")
     if drill and drill.get("unit") not in UNIT_SCALE:
         raise RidgelineError(f"{name}: drill unit must be one of {', '.join(UNIT_SCALE)}")
+    show = meta.get("show", [])
+    if not isinstance(show, list) or not all(isinstance(x, str) and x in SHOWS for x in show):
+        raise RidgelineError(f"{name}: show lists what else the page shows: {', '.join(SHOWS)}")
+    for key in ("title", "section", "takeaway"):
+        if not isinstance(meta.get(key, ""), str):
+            raise RidgelineError(f"{name}: {key} must be text")
     return Step(
         n=n,
         slug=name.removesuffix(".md").split("-", 1)[1],
         title=meta["title"],
         state=state,
         body=parts[2],
+        section=meta.get("section", ""),
+        takeaway=meta.get("takeaway", ""),
+        wide=bool(meta.get("wide", False)),
+        show=tuple(show),
         compare=compare,
         drill=Drill(**drill) if drill else None,
     )
@@ -186,7 +210,28 @@ def render_markdown(step: Step, text: str) -> str:
 
 
 def summary(step: Step) -> dict[str, Any]:
-    return {"n": step.n, "slug": step.slug, "title": step.title, "drill": step.drill is not None}
+    return {
+        "n": step.n,
+        "slug": step.slug,
+        "title": step.title,
+        "section": step.section,
+        "takeaway_html": _markdown.renderInline(fill(step, step.takeaway)),
+        "wide": step.wide,
+        "show": list(step.show),
+        "drill": step.drill is not None,
+    }
+
+
+@lru_cache(maxsize=1)
+def outline() -> dict[str, Any]:
+    """The steps in order, and the sections they fall into (the seed's "What you will learn")."""
+    steps = load_steps()
+    sections: list[dict[str, Any]] = []
+    for s in steps:
+        if not sections or sections[-1]["title"] != s.section:
+            sections.append({"title": s.section, "steps": []})
+        sections[-1]["steps"].append(s.n)
+    return {"steps": [summary(s) for s in steps], "sections": sections}
 
 
 @lru_cache(maxsize=64)

@@ -1,13 +1,21 @@
-"""The playground's state and what the page draws for it, every number from the core."""
+"""The playground's state and what the page draws for it, every number from the core.
+
+FastAPI-free: the server (`app.py`) and the page's Python in the browser (`browser.py`,
+under Pyodide) both use it, so the limits on a state live here.
+"""
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any
 
 from ridgeline.deployment import Deployment
-from ridgeline.errors import unknown_name
+from ridgeline.errors import RidgelineError, unknown_name
+from ridgeline.ledger import TRAINING_BYTES_PER_PARAM, training_flops_per_token
 from ridgeline.models import catalogue_names
 from ridgeline.points import attainable_flops
 from ridgeline.predict import estimate_on
@@ -17,6 +25,18 @@ from ridgeline.step import decode_step
 # The chart's roofs are drawn between these intensities (FLOPs per byte); the page clips.
 INTENSITY_MIN = 1e-2
 INTENSITY_MAX = 1e9
+# What one request of the web face may ask for, so that none runs away.
+MAX_TOKENS = 1_000_000  # prompt or output; the model's context caps them further
+MAX_BATCH = 4096
+MAX_TP = 64
+NAME = r"^[A-Za-z0-9][A-Za-z0-9._\-]*$"  # catalogue names: no paths, no URLs
+MAX_NAME = {"model": 64, "gpu": 64, "weights": 16, "preset": 16, "maths": 16}
+# A scheduler runs a batch's prompts in chunks of at most this many tokens a step (vLLM's
+# default max_num_batched_tokens, as simulate.EngineConfig); the estimate runs them as one.
+CHUNK_TOKENS = 8192
+# The training point on the chart: a step of this many tokens on each GPU (say 8 sequences
+# of 2,048), 6·P FLOPs a token over the ~16 bytes a parameter of training state.
+TRAINING_TOKENS_PER_STEP = 16_384
 
 
 @dataclass(frozen=True)
@@ -35,6 +55,43 @@ class State:
 
 
 STATE_KEYS = tuple(f.name for f in fields(State))
+WHOLE_LIMITS = {
+    "prompt": (1, MAX_TOKENS),
+    "output": (1, MAX_TOKENS),
+    "batch": (1, MAX_BATCH),
+    "tp": (1, MAX_TP),
+}
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def state_from(query: Mapping[str, Any]) -> State:
+    """A state from a query's values (text, or numbers from the page's JavaScript), each
+    checked as the server's query checks it: names from the catalogues' alphabet, whole
+    numbers within the web face's limits. A bad one is refused in one line."""
+    unknown = sorted(set(query) - set(STATE_KEYS))
+    if unknown:
+        raise RidgelineError(f"unknown state keys {unknown}; use {', '.join(STATE_KEYS)}")
+    values: dict[str, Any] = {}
+    for key, value in query.items():
+        if key in WHOLE_LIMITS:
+            lo, hi = WHOLE_LIMITS[key]
+            if isinstance(value, bool) or not (
+                isinstance(value, int) or (isinstance(value, str) and re.fullmatch(r"[0-9]{1,15}", value))
+            ):
+                raise RidgelineError(f"{key}: write a whole number in digits, got {_shown(value)}")
+            number = int(value)
+            if not lo <= number <= hi:
+                raise RidgelineError(f"{key} must lie in {lo}..{hi:,}, got {number:,}")
+            values[key] = number
+        else:
+            if not isinstance(value, str) or len(value) > MAX_NAME[key] or not re.fullmatch(NAME, value):
+                raise RidgelineError(f"{key}: not a catalogue name, got {_shown(value)}")
+            values[key] = value
+    return State(**values)
 
 
 def check_model(name: str) -> str:
@@ -63,13 +120,31 @@ def _point(m: Any, phase: dict[str, Any]) -> dict[str, Any]:
     return {"intensity": i, "attainable_flops": attainable_flops(m, i), "bound": phase["bound"]}
 
 
+def training_point(m: Deployment) -> dict[str, Any]:
+    """Where a training step sits: 6·P FLOPs a token (the core's ledger) for
+    TRAINING_TOKENS_PER_STEP tokens, over the core's ~16 bytes a parameter of training state
+    (weights, gradients, fp32 master copy, two Adam moments), each touched once a step."""
+    tokens = TRAINING_TOKENS_PER_STEP
+    flops = training_flops_per_token(m.arch) * tokens
+    intensity = flops / (TRAINING_BYTES_PER_PARAM * m.arch.parameters)
+    bound = "compute" if intensity >= m.effective_ridge else "memory"
+    return {
+        "tokens": tokens,
+        "intensity": intensity,
+        "attainable_flops": attainable_flops(m, intensity),
+        "bound": bound,
+    }
+
+
 @lru_cache(maxsize=512)
 def roofline_dict(s: State) -> dict[str, Any]:
     """The chart for this state: the accelerator's roof at 100% (its ridge), the roof
-    the preset's efficiencies reach, and where the prefill and the first decode step sit."""
+    the preset's efficiencies reach, and where the prefill and the first decode step sit
+    (and a training step, for the step that compares them)."""
     e = estimate_dict(s)
     m = machine(s)
     ideal = m.at_peak()
+    prefill_tokens = s.batch * s.prompt
     return {
         "peak_flops": m.peak_flops,
         "bandwidth_bytes_per_s": m.hw.bandwidth_bytes_per_s,
@@ -81,10 +156,20 @@ def roofline_dict(s: State) -> dict[str, Any]:
         "effective_roof": [
             [i, attainable_flops(m, i)] for i in (INTENSITY_MIN, m.effective_ridge, INTENSITY_MAX)
         ],
-        "prefill": {"tokens": s.batch * s.prompt, **_point(m, e["prefill"])},
-        "decode": {"batch": s.batch, "context": s.prompt, **_point(m, e["decode"])},
+        "prefill": {"tokens": prefill_tokens, **_point(m, e["prefill"])},
+        # decode steps run at contexts prompt .. prompt + output - 1 for every user
+        "decode": {
+            "batch": s.batch,
+            "context": s.prompt,
+            "context_last": s.prompt + s.output - 1,
+            **_point(m, e["decode"]),
+        },
+        "training": training_point(m),
         "compute_bound_tokens": compute_bound_tokens(m),
         "prefill_attention_share": e["prefill"]["attention_share"],
+        # batched prefill: the estimate runs every prompt as one pass; a scheduler in chunks
+        "prefill_chunk_tokens": CHUNK_TOKENS,
+        "prefill_chunks": math.ceil(prefill_tokens / CHUNK_TOKENS),
         # the decode speed limit: one step that reads the weights and no KV cache
         "decode_floor_s": float(decode_step(m, 0, s.batch).time_s),
     }

@@ -22,8 +22,8 @@ function decadeLabel(exp) {
 }
 
 // Domain in decades: fixed so that swapping GPUs moves the roof, widened to keep points in view.
-function domain(r) {
-  const xs = [r.prefill.intensity, r.decode.intensity, r.ridge];
+function domain(r, training) {
+  const xs = [r.prefill.intensity, r.decode.intensity, r.ridge, ...(training ? [r.training.intensity] : [])];
   const ys = [r.peak_flops, r.prefill.attainable_flops, r.decode.attainable_flops];
   return {
     x0: Math.min(-1, Math.floor(Math.log10(Math.min(...xs)) - 0.3)),
@@ -33,12 +33,21 @@ function domain(r) {
   };
 }
 
+// Move a label left (or right) until it lies inside the drawing: nothing is cut at an edge.
+function keepInside(node) {
+  const box = node.getBBox();
+  const x = Number(node.getAttribute("x"));
+  if (box.x + box.width > W - 2) node.setAttribute("x", String(x - (box.x + box.width - (W - 2))));
+  else if (box.x < 2) node.setAttribute("x", String(x + (2 - box.x)));
+}
+
 // The drawing is sized in CSS pixels, so its text stays legible at any width.
-export function drawRoofline(svg, r, estimate) {
-  W = Math.round(Math.min(820, Math.max(300, svg.clientWidth || 640)));
+export function drawRoofline(svg, r, estimate, { training = false } = {}) {
+  W = Math.round(Math.min(820, Math.max(280, svg.clientWidth || 640)));
   H = Math.round(Math.min(420, Math.max(260, W * 0.62)));
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-  const d = domain(r);
+  svg.classList.toggle("compact", W < 440);
+  const d = domain(r, training);
   const sx = (x) => PAD.left + ((Math.log10(x) - d.x0) / (d.x1 - d.x0)) * (W - PAD.left - PAD.right);
   const sy = (y) => H - PAD.bottom - ((Math.log10(y) - d.y0) / (d.y1 - d.y0)) * (H - PAD.top - PAD.bottom);
   const keep = [...svg.children].filter((c) => c.tagName === "title" || c.tagName === "desc");
@@ -88,7 +97,7 @@ export function drawRoofline(svg, r, estimate) {
 
   // On the roof a label sits above it (prefill) or below the point (decode); on the slope,
   // beside the point, under the line. So the two labels never cross.
-  const point = (p, cls, lines, above) => {
+  const point = (p, cls, lines, above, short = null) => {
     const g = el("g", { class: `point ${cls}` });
     const x = sx(p.intensity);
     const y = sy(p.attainable_flops);
@@ -97,7 +106,7 @@ export function drawRoofline(svg, r, estimate) {
     const anchor = x > W - 180 ? "end" : "start";
     const dx = (anchor === "end" ? -1 : 1) * (beside ? 12 : -4);
     const y0 = beside ? y + 5 : above ? Math.max(sy(r.peak_flops) - 26, PAD.top + 12) : y + 24;
-    (compact ? lines.slice(0, 1) : lines).forEach((line, k) => {
+    (compact ? [short ?? lines[0]] : lines).forEach((line, k) => {
       g.append(el("text", { x: x + dx, y: y0 + 15 * k, "text-anchor": anchor, class: k ? "sub" : "" }, line));
     });
     return g;
@@ -107,5 +116,13 @@ export function drawRoofline(svg, r, estimate) {
     `decode · batch ${whole(i.batch)}`, `${g3(r.decode.intensity)} FLOPs/byte, ${r.decode.bound}-bound`], false));
   svg.append(point(r.prefill, "prefill", [
     `prefill · ${whole(r.prefill.tokens)} tokens`, `${whole(r.prefill.intensity)} FLOPs/byte, ${r.prefill.bound}-bound`], true));
+  if (training) {
+    // On the roof, right of the prefill: its label sits below the point, clear of the prefill's.
+    svg.append(point(r.training, "training", [
+      `training step · ${whole(r.training.tokens)} tokens`, `about ${whole(r.training.intensity)} FLOPs/byte, ${r.training.bound}-bound`],
+    false, "training"));
+  }
+  for (const node of svg.querySelectorAll(".labels text, .point text")) keepInside(node);
   svg.dataset.ridge = String(r.ridge);
+  svg.dataset.training = training ? String(r.training.intensity) : "";
 }

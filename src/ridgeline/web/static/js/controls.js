@@ -32,7 +32,7 @@ const LADDERS = {
 };
 
 const DEFAULTS = {
-  model: "llama-3.1-8b", gpu: "h100-sxm", weights: "bf16",
+  model: "llama-3.1-8b", gpu: "h100-sxm", weights: "bf16", maths: "bf16",
   prompt: 2000, output: 500, batch: 1, tp: 1, preset: "lesson",
 };
 
@@ -73,6 +73,7 @@ export function setState(state) {
   const s = { ...DEFAULTS, ...state };
   setRadio("gpu", s.gpu);
   setRadio("weights", s.weights);
+  setRadio("maths", s.maths);
   setSelect("model", s.model);
   setSelect("tp", s.tp);
   setSelect("preset", s.preset);
@@ -93,6 +94,7 @@ function readForm() {
     ...current,
     gpu: checked("gpu") ?? current.gpu,
     weights: checked("weights") ?? current.weights,
+    maths: checked("maths") ?? current.maths,
     model: document.getElementById("model").value,
     tp: Number(document.getElementById("tp").value),
     preset: document.getElementById("preset").value,

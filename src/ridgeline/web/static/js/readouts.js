@@ -8,8 +8,12 @@ function put(id, textValue, value) {
   if (value !== undefined) node.dataset.value = String(value);
 }
 
-export function drawReadouts(e) {
+export function drawReadouts(e, r) {
   put("ttft", seconds(e.ttft_s), e.ttft_s);
+  const i = e.inputs;
+  // Batched prefill: the estimate runs every prompt as one pass, so TTFT is the whole batch's.
+  put("ttft-note", i.batch > 1 ? `all ${whole(i.batch)} prompts in one pass` : "");
+  put("tpot-note", i.batch > 1 ? `each of ${whole(i.batch)} users` : "");
   put("tpot", seconds(e.tpot_s), e.tpot_s);
   put("tps-user", whole(e.tokens_per_s), e.tokens_per_s);
   put("tps-total", whole(e.batch_tokens_per_s), e.batch_tokens_per_s);
@@ -20,6 +24,9 @@ export function drawReadouts(e) {
   put("decode-intensity", oneDecimal(e.decode.intensity), e.decode.intensity);
   put("prefill-bound", e.prefill.bound);
   put("decode-bound", e.decode.bound);
+  put("prefill-attention", percent(e.prefill.attention_share), e.prefill.attention_share);
+  put("decode-attention", percent(e.decode.attention_share), e.decode.attention_share);
+  drawStageNote(e, r);
   drawMemory(e.memory, e.inputs);
   const explain = document.getElementById("explain");
   explain.replaceChildren(...e.explain.map((line) => {
@@ -27,6 +34,26 @@ export function drawReadouts(e) {
     li.textContent = line;
     return li;
   }));
+}
+
+// Where the stage's numbers hold: each user's context, and what a batched prefill means.
+function drawStageNote(e, r) {
+  const i = e.inputs;
+  const note = document.getElementById("stage-note");
+  if (i.batch <= 1) {
+    note.hidden = true;
+    note.textContent = "";
+    return;
+  }
+  note.hidden = false;
+  note.textContent =
+    `Each of the ${whole(i.batch)} users holds ${whole(i.prompt)} tokens of context at the first decode step ` +
+    `and ${whole(r.decode.context_last)} at the last; TPOT and tokens/s hold at those contexts (longer ones ` +
+    `read more KV cache every step). The prefill here is all ${whole(i.batch)} prompts as one pass of ` +
+    `${whole(r.prefill.tokens)} tokens, so every user waits the whole ${seconds(e.ttft_s)} for a first token. ` +
+    `A server's scheduler runs it in ${whole(r.prefill_chunks)} chunk${r.prefill_chunks > 1 ? "s" : ""} of up to ` +
+    `${whole(r.prefill_chunk_tokens)} tokens between decode steps, so the first users start sooner; ` +
+    `ridgeline's serving simulator (step 15) shows the TTFT users feel.`;
 }
 
 function drawMemory(m, inputs) {

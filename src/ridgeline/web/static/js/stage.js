@@ -5,13 +5,15 @@
 import { gigabytes, percent, seconds, whole } from "./format.js";
 
 const COLORS = {
-  ink: "#1f2328", muted: "#57606a", line: "#d0d7de", prefill: "#b45309", prefillSoft: "#fde7c8",
+  ink: "#1f2328", muted: "#57606a", line: "#d0d7de", prefill: "#b45309", prefillSoft: "#fde7c8", attention: "#7c2d12",
   decode: "#1d4ed8", decodeSoft: "#dbe5fd", weights: "#6d28d9", weightsSoft: "#ede4fb",
 };
 const MAX_LANES = 6;
 const LANE_H = 22;
-const TOP = 24; // labels above the lanes
+const TOP = 30; // labels (and the prefill's attention bar) above the lanes
 const BOTTOM = 80; // status line and timeline below them
+const BOTTOM_NARROW = 98; // a phone: the timeline's two labels on two lines
+const NARROW = 560; // below this width (CSS px) the stage draws its compact layout
 const DECODE_SCREEN_S = 5;
 
 let plan = null;
@@ -22,7 +24,16 @@ function reducedMotion() {
   return window.matchMedia("(prefers-reduced-motion: reduce)").matches;
 }
 
+// The stage's title says how many requests it plays.
+function title(i) {
+  const h = document.getElementById("stage-title");
+  h.textContent = i.batch > 1
+    ? `The stage: ${whole(i.batch)} requests, decoding together`
+    : "The stage: one request";
+}
+
 export function playStage(canvas, estimate) {
+  title(estimate.inputs);
   const share = estimate.ttft_s / estimate.total_s;
   plan = {
     e: estimate,
@@ -33,10 +44,12 @@ export function playStage(canvas, estimate) {
   const i = estimate.inputs;
   canvas.setAttribute("aria-label",
     `${whole(i.batch)} request(s): prefill of ${whole(i.prompt)} tokens in ${seconds(estimate.ttft_s)}, ` +
+    `(attention ${percent(estimate.prefill.attention_share)} of its FLOPs), ` +
     `then ${whole(i.output)} tokens at ${seconds(estimate.tpot_s)} each; decode is ` +
     `${percent(estimate.decode_share)} of ${seconds(estimate.total_s)}.`);
   const lanes = Math.min(i.batch, MAX_LANES);
-  canvas.style.height = `${TOP + Math.max(lanes * LANE_H, 44) + BOTTOM}px`;
+  const bottom = (canvas.clientWidth || 600) < NARROW ? BOTTOM_NARROW : BOTTOM;
+  canvas.style.height = `${TOP + Math.max(lanes * LANE_H, 44) + bottom}px`;
   cancelAnimationFrame(frame);
   startedAt = performance.now();
   if (reducedMotion()) draw(canvas, plan.prefillScreen + plan.decodeScreen);
@@ -62,10 +75,17 @@ function sized(canvas) {
   return { ctx, width, height };
 }
 
-function text(ctx, s, x, y, color = COLORS.ink, align = "left", weight = "") {
+let fontPx = 12;
+// Text at the stage's size, set smaller (down to 10 px) when it would not fit `room` pixels.
+function text(ctx, s, x, y, color = COLORS.ink, align = "left", weight = "", room = Infinity) {
   ctx.fillStyle = color;
   ctx.textAlign = align;
-  ctx.font = `${weight} 12px system-ui, sans-serif`;
+  let px = fontPx;
+  ctx.font = `${weight} ${px}px system-ui, sans-serif`;
+  while (px > 10 && ctx.measureText(s).width > room) {
+    px -= 0.5;
+    ctx.font = `${weight} ${px}px system-ui, sans-serif`;
+  }
   ctx.fillText(s, x, y);
 }
 
@@ -73,7 +93,8 @@ function draw(canvas, t) {
   const { ctx, width, height } = sized(canvas);
   const { e, prefillScreen, decodeScreen } = plan;
   const i = e.inputs;
-  const narrow = width < 560;
+  const narrow = width < NARROW;
+  fontPx = narrow ? 13 : 12; // a phone shows the canvas at its own size: keep the text legible
   ctx.clearRect(0, 0, width, height);
 
   const inPrefill = t < prefillScreen;
@@ -90,7 +111,7 @@ function draw(canvas, t) {
 
   // Weights in memory; each read fans out to every lane: the batch shares it.
   const wx = 8;
-  const ww = narrow ? 58 : Math.min(100, width * 0.17);
+  const ww = narrow ? 66 : Math.min(100, width * 0.17);
   const wh = Math.max(block, 44);
   const pulse = inPrefill ? fill < 1 : done < 1 && (t * 6) % 1 < 0.5;
   ctx.fillStyle = pulse ? COLORS.weights : COLORS.weightsSoft;
@@ -130,29 +151,39 @@ function draw(canvas, t) {
     for (let j = 0; j < shown; j += 1) ctx.fillRect(ox + j * (ow / drops), y + 4, dw, laneH - 8);
   }
   const users = i.batch > 1 ? ` · ${whole(i.batch)} users${i.batch > lanes ? ` (${lanes} shown)` : ""}` : "";
+  const attention = e.prefill.attention_share;
   if (narrow) {
-    text(ctx, `prompt ${whole(i.prompt)} → answer ${whole(i.output)}${users}`, wx, 14, COLORS.ink, "left", "600");
+    const who = i.batch > 1 ? ` · ${whole(i.batch)} users` : "";
+    text(ctx, `prompt ${whole(i.prompt)} → answer ${whole(i.output)} tokens${who}`, wx, 14, COLORS.ink, "left", "600", width - 2 * wx);
   } else {
-    text(ctx, `prompt: ${whole(i.prompt)} tokens`, lx, 14, COLORS.prefill, "left", "600");
-    text(ctx, `answer: ${whole(i.output)} tokens${users}`, ox, 14, COLORS.decode, "left", "600");
+    text(ctx, `prompt: ${whole(i.prompt)} tokens`, lx, 14, COLORS.prefill, "left", "600", ox - lx - 8);
+    text(ctx, `answer: ${whole(i.output)} tokens${users}`, ox, 14, COLORS.decode, "left", "600", width - ox - 8);
   }
+  // The prefill's FLOPs: matrix multiplies, then attention's share (which grows with N²).
+  ctx.fillStyle = COLORS.prefillSoft;
+  ctx.fillRect(lx, 19, pw, 5);
+  ctx.fillStyle = COLORS.attention;
+  ctx.fillRect(lx + pw * (1 - attention), 19, Math.max(1, pw * attention), 5);
 
   // Status line and the clock.
-  const sy = height - 52;
+  const below = narrow ? BOTTOM_NARROW : BOTTOM; // status, timeline and labels
+  const sy = height - below + 28;
   const status = narrow
     ? inPrefill ? "Prefill: one pass" : done < 1 ? `Decode step ${whole(steps)} of ${whole(i.output)}` : "Done"
     : inPrefill
-      ? `Prefill: ${whole(i.batch * i.prompt)} tokens in one pass, one read of the weights`
+      ? i.batch > 1
+        ? `Prefill: ${whole(i.batch)} prompts, ${whole(i.batch * i.prompt)} tokens, as one pass (see below)`
+        : `Prefill: ${whole(i.prompt)} tokens in one pass, one read of the weights; ${percent(attention)} of its FLOPs are attention`
       : done < 1
         ? `Decode step ${whole(steps)} of ${whole(i.output)}: one weight read, ${whole(i.batch)} new token${i.batch > 1 ? "s" : ""}`
         : `Done: ${whole(i.output + 1)} tokens per user (the prefill emits the first)`;
-  text(ctx, status, 8, sy, COLORS.ink, "left", "600");
+  text(ctx, status, 8, sy, COLORS.ink, "left", "600", width - 90);
   text(ctx, `t = ${seconds(simTime)}`, width - 8, sy, COLORS.muted, "right");
 
   // The timeline, to scale, with the playhead.
   const tx = 8;
   const tw = width - 16;
-  const ty = height - 40;
+  const ty = height - below + 40;
   const split = tx + tw * (e.ttft_s / e.total_s);
   ctx.fillStyle = COLORS.prefill;
   ctx.fillRect(tx, ty, Math.max(2, split - tx), 12);
@@ -163,7 +194,10 @@ function draw(canvas, t) {
   const px = tx + tw * (simTime / e.total_s);
   ctx.fillStyle = COLORS.ink;
   ctx.fillRect(px - 1, ty - 4, 2, 20);
-  text(ctx, `${narrow ? "TTFT" : "prefill (TTFT)"} ${seconds(e.ttft_s)}`, tx, ty + 28, COLORS.prefill, "left", "600");
+  const attn = `${percent(attention)} attention`;
+  text(ctx, narrow ? `TTFT ${seconds(e.ttft_s)} · ${attn}` : `prefill (TTFT) ${seconds(e.ttft_s)}, ${attn}`,
+    tx, ty + 28, COLORS.prefill, "left", "600", narrow ? tw : tw / 2 - 8);
   const tail = narrow ? `decode ${percent(e.decode_share)}` : `decode ${percent(e.decode_share)} of ${seconds(e.total_s)}`;
-  text(ctx, `${tail} · TPOT ${seconds(e.tpot_s)}`, tx + tw, ty + 28, COLORS.decode, "right", "600");
+  text(ctx, `${tail} · TPOT ${seconds(e.tpot_s)}`, tx + tw, ty + (narrow ? 46 : 28), COLORS.decode, "right", "600",
+    narrow ? tw : tw / 2 - 8);
 }
