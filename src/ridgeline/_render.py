@@ -15,13 +15,23 @@ if not console.is_terminal:  # pipes and files: wide enough that tables keep the
     console.width = 100
 
 
+def _band(e: Estimate, key: str) -> str:
+    """` (42–57 ms)`: the engine profile's p10–p90 band, in the value's own unit."""
+    if not e.uncertainty:
+        return ""
+    lo, hi = e.uncertainty[key]
+    a, b = seconds(lo).split(), seconds(hi).split()
+    return f" ({a[0]}–{b[0]} {b[1]})" if a[1] == b[1] else f" ({seconds(lo)}–{seconds(hi)})"
+
+
 def estimate(e: Estimate) -> None:
     i = e.inputs
     console.print(
         f"[bold]{e.model.name}[/] on {i['tp'] * i['pp']}x [bold]{e.gpu.name}[/] · "
         f"{i['weights']} weights, {i['maths']} maths, {i['kv_dtype']} KV\n"
         f"prompt {i['prompt']:,}, "
-        f"output {i['output']:,}, batch {i['batch']} · preset {i['preset']}"
+        f"output {i['output']:,}, batch {i['batch']} · "
+        + (f"engine {i['engine']}" if i.get("engine") else f"preset {i['preset']}")
     )
     t = Table(title=None, show_edge=False)
     for col in ("phase", "FLOPs", "attention", "bytes", "FLOPs/byte", "bound", "time"):
@@ -38,8 +48,9 @@ def estimate(e: Estimate) -> None:
         )
     console.print(t)
     console.print(
-        f"TTFT [bold]{seconds(e.ttft_s)}[/] · TPOT [bold]{seconds(e.tpot_s)}[/] · "
-        f"total [bold]{seconds(e.total_s)}[/] · decode share [bold]{e.decode_share:.0%}[/]"
+        f"TTFT [bold]{seconds(e.ttft_s)}[/]{_band(e, 'ttft_s')} · TPOT [bold]{seconds(e.tpot_s)}[/]"
+        f"{_band(e, 'tpot_s')} · total [bold]{seconds(e.total_s)}[/]{_band(e, 'total_s')} · "
+        f"decode share [bold]{e.decode_share:.0%}[/]"
     )
     console.print(
         f"{e.tokens_per_s:,.0f} tokens/s per sequence, {e.batch_tokens_per_s:,.0f} in all · "
@@ -205,3 +216,23 @@ def sweep(data: dict[str, Any]) -> None:
             f"◀ decode turns compute-bound at batch {turn:,}: "
             "beyond it, more batch adds latency, not throughput"
         )
+
+
+def engines(entries: dict[str, dict[str, Any]]) -> None:
+    t = Table(show_edge=False)
+    name_column(t, entries)
+    for col in ("bf16 GEMM", "fp8 GEMM", "16-bit w", "4-bit w", "step overhead", "policy", "TPOT band"):
+        t.add_column(col, justify="right")
+    for name, e in entries.items():
+        band = e["uncertainty"].get("decode")
+        t.add_row(
+            name,
+            f"{e['gemm'].get('bf16', 0):.0%}",
+            f"{e['gemm'].get('fp8', 0):.0%}" if "fp8" in e["gemm"] else "–",
+            f"{e['weights']['w16']:.0%}",
+            f"{e['weights']['w4']:.0%}",
+            f"{(e['fixed_s'] + 32 * e['per_layer_s']) * 1e3:.2f} ms (32 layers)",
+            e["scheduler"]["policy"],
+            f"{band[0]:.2f}–{band[1]:.2f}×" if band else "–",
+        )
+    console.print(t)

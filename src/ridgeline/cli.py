@@ -14,6 +14,7 @@ from ridgeline.options import (  # the vocabulary every command shares
     BATCH,
     CALIBRATION,
     COMPUTE_EFF,
+    ENGINE,
     EP,
     GPU,
     GPU_FILE,
@@ -73,6 +74,7 @@ def estimate(
     memory_gb: Optional[float] = typer.Option(None, "--memory-gb", help="Override memory, GB."),
     calibration: Optional[str] = CALIBRATION,
     method: str = METHOD,
+    engine: Optional[str] = ENGINE,
     ops: bool = typer.Option(False, "--ops", help="Also show the per-operator ledger."),
     batch_sweep: bool = typer.Option(
         False, "--batch-sweep", help="Also show latency/throughput/cost by batch."
@@ -85,7 +87,8 @@ def estimate(
     d = deployment(
         model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep, preset=preset,
         compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
-        method=method, peak_tflops=peak_tflops, bandwidth_tbs=bandwidth_tbs, memory_gb=memory_gb,
+        method=method, engine=engine, peak_tflops=peak_tflops, bandwidth_tbs=bandwidth_tbs,
+        memory_gb=memory_gb,
     )  # fmt: skip
     result = estimate_on(d, prompt=prompt, output=output, batch=batch, price_per_gpu_hour=price)
     data = result.to_dict()
@@ -133,6 +136,7 @@ def ops_command(
     bandwidth_eff: Optional[float] = BANDWIDTH_EFF,
     gpu_file: Optional[str] = GPU_FILE,
     calibration: Optional[str] = CALIBRATION,
+    engine: Optional[str] = ENGINE,
     as_json: bool = JSON,
 ) -> None:
     """The per-operator ledger of a prefill and of the first decode step."""
@@ -144,6 +148,7 @@ def ops_command(
     d = deployment(
         model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep, preset=preset,
         compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
+        engine=engine,
     )  # fmt: skip
     data = ledger_view(d, prompt, batch)
     if as_json:
@@ -190,6 +195,20 @@ def gpus(gpu_file: Optional[str] = GPU_FILE, as_json: bool = JSON) -> None:
     from ridgeline import _render
 
     _render.gpus(entries)
+
+
+@app.command()
+def engines(as_json: bool = JSON) -> None:
+    """The engine profiles (with the user's own): their rates, overheads, scheduler and bands."""
+    from ridgeline.describe import describe_engines
+
+    entries = describe_engines()
+    if as_json:
+        emit_json(entries)
+        return
+    from ridgeline import _render
+
+    _render.engines(entries)
 
 
 @app.command()
@@ -253,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         command = _finite_floats(get_command(app))
         args = canonical(sys.argv[1:] if argv is None else list(argv))
+        if any("\x00" in a for a in args):  # only a caller in-process can pass one; the OS refuses it
+            raise RidgelineError("an argument holds a NUL byte, which no file name or value can")
         result = command.main(args=args, standalone_mode=False, prog_name="ridgeline")
     except RidgelineError as exc:
         fail(exc)

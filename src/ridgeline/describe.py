@@ -53,3 +53,15 @@ def describe_all(weights: str | None = None) -> list[dict[str, Any]]:
 def describe_gpus(gpu_file: str | Path | None = None) -> dict[str, dict[str, Any]]:
     """The accelerator catalogue (with the user's entries), each with its bf16 ridge."""
     return {name: asdict(acc) | {"ridge": acc.ridge("bf16")} for name, acc in catalogue(gpu_file).items()}
+
+
+def describe_engines() -> dict[str, dict[str, Any]]:
+    """The engine profiles (with the user's), every number with its provenance."""
+    from ridgeline.engines import engines
+
+    out = {}
+    for name, p in engines().items():
+        d = asdict(p)
+        d["uncertainty"] = {k: list(v) for k, v in p.uncertainty.items()}
+        out[name] = d
+    return out

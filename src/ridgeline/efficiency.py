@@ -45,6 +45,7 @@ class Rates:
     overhead_s: Any = 0.0
     collective_latency_s: float = COLLECTIVE_LATENCY_S
     link_bytes_per_s: float = 0.0
+    expert_flops_per_s: Any = None  # a MoE's routed experts' matmuls; None: the linear rate
 
 
 def flat_rates(
@@ -52,7 +53,7 @@ def flat_rates(
 ) -> Rates:
     """A preset's or a calibration's rates: the same fractions of peak for every pass."""
     flops, bw = eff.compute * peak_flops, eff.bandwidth * bandwidth_bytes_per_s
-    return Rates(flops, flops, bw, bw, eff.step_overhead_s, COLLECTIVE_LATENCY_S, link_bytes_per_s)
+    return Rates(flops, flops, bw, bw, eff.step_overhead_s, COLLECTIVE_LATENCY_S, link_bytes_per_s, flops)
 
 
 METHODS = ("lesson", "per-op")

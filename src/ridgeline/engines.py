@@ -4,7 +4,8 @@ The presets take one flat fraction of peak FLOP/s and one of bandwidth for every
 real engine falls short of the roofline for reasons each of which has a physical term here:
 
     GEMM FLOP/s      = peak(dtype) x gemm[dtype] x vendor x M / (M + half_m)
-                       (M: tokens in the pass; a skinny matmul cannot fill the tensor cores)
+                       (M: tokens in the pass; a skinny matmul cannot fill the tensor cores;
+                       a MoE's routed experts: x experts, with M the tokens routed to each)
     attention FLOP/s = peak(dtype) x attention x vendor
     weight bytes/s   = bandwidth x weights[w16 | w8 | w4] x vendor   (dequantisation costs)
     KV bytes/s       = bandwidth x kv x vendor
@@ -35,7 +36,7 @@ from ridgeline.architecture import Architecture
 from ridgeline.checks import check_number
 from ridgeline.efficiency import Rates
 from ridgeline.errors import RidgelineError, unknown_name
-from ridgeline.hardware import Accelerator
+from ridgeline.hardware import FALLBACK, Accelerator
 from ridgeline.ledger import weight_bytes_per_param
 from ridgeline.parallel import Parallel
 from ridgeline.precision import Precision
@@ -83,6 +84,7 @@ class EngineProfile:
     gemm: dict[str, float]  # fraction of the dense peak a large matmul reaches, by maths dtype
     half_m_tokens: float  # the tokens at which a matmul reaches half of that
     attention: float
+    experts: float  # a MoE's grouped expert matmuls against a dense one (routing, permutes)
     weights: dict[str, float]  # fraction of bandwidth a decode step's weight reads reach, by format
     kv: float
     fixed_s: float
@@ -102,7 +104,7 @@ class EngineProfile:
         return self.vendor.get(vendor, self.vendor.get("default", 1.0))
 
     def gemm_efficiency(self, maths: str) -> float:
-        for dtype in (maths, {"fp16": "bf16", "bf16": "fp16"}.get(maths, maths), "bf16"):
+        for dtype in (maths, *FALLBACK.get(maths, ()), "bf16"):
             if dtype in self.gemm:
                 return self.gemm[dtype]
         return min(self.gemm.values())
@@ -115,9 +117,11 @@ class EngineProfile:
         """What a pass of `tokens` new tokens over `sequences` sequences reaches on `d`."""
         v = self.vendor_factor(d.hw.vendor_name)
         peak, bw = d.peak_flops, d.hw.bandwidth_bytes_per_s
-        gemm = peak * self.gemm_efficiency(d.prec.maths) * v
-        if self.half_m_tokens > 0:
-            gemm = gemm * tokens / (tokens + self.half_m_tokens)
+        full = peak * self.gemm_efficiency(d.prec.maths) * v
+        gemm = self._small_m(full, tokens)
+        a = d.arch  # a routed expert's matmul sees only the tokens routed to it
+        routed = tokens * a.experts_per_token / a.experts if a.is_moe else tokens
+        expert = self._small_m(full * self.experts, routed) if a.is_moe else gemm
         fmt = weight_format(8.0 * weight_bytes_per_param(d.arch, d.prec))
         return Rates(
             linear_flops_per_s=gemm,
@@ -129,7 +133,12 @@ class EngineProfile:
                 d.hw.link_kind, max(self.collective_latency_s.values())
             ),
             link_bytes_per_s=d.hw.interconnect_bytes_per_s * self.link_efficiency,
+            expert_flops_per_s=expert,
         )
+
+    def _small_m(self, flops_per_s: Num, m: Num) -> Num:
+        """A matmul of M rows reaches M / (M + half_m) of a large one's rate."""
+        return flops_per_s * m / (m + self.half_m_tokens) if self.half_m_tokens > 0 else flops_per_s
 
     def latency_s(self, link: str) -> float:
         """A collective's latency over this kind of link (the slowest known when unknown)."""
@@ -213,6 +222,7 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         gemm=gemm,
         half_m_tokens=_num(w, "compute.half_m_tokens", compute.get("half_m_tokens", 0.0), (0.0, 1e5)),
         attention=_num(w, "compute.attention", compute.get("attention", min(gemm.values())), _FRACTION),
+        experts=_num(w, "compute.experts", compute.get("experts", 1.0), _FRACTION),
         weights=weights,
         kv=_num(w, "memory.kv", memory.get("kv", weights["w16"]), _FRACTION),
         fixed_s=_num(w, "overhead.fixed_s", overhead.get("fixed_s", 0.0), _SECONDS),
@@ -279,7 +289,10 @@ def profile_to_toml(p: EngineProfile) -> str:
         f"[{p.name}]",
         f"label = {_toml_value(p.label)}",
         f"source = {_toml_value(p.source)}",
-        "compute = " + table({"gemm": p.gemm, "half_m_tokens": p.half_m_tokens, "attention": p.attention}),
+        "compute = "
+        + table(
+            {"gemm": p.gemm, "half_m_tokens": p.half_m_tokens, "attention": p.attention, "experts": p.experts}
+        ),
         "memory = " + table({"weights": p.weights, "kv": p.kv}),
         "overhead = "
         + table(
@@ -310,9 +323,14 @@ def profile_to_toml(p: EngineProfile) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _toml_key(k: str) -> str:
+    """A bare key when TOML allows one, else a quoted one (`"gemm.bf16"`)."""
+    return k if k.replace("_", "").replace("-", "").isalnum() else _toml_value(str(k))
+
+
 def _toml_value(v: Any) -> str:
     if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):

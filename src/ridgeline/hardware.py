@@ -24,6 +24,7 @@ from ridgeline.checks import (
 from ridgeline.errors import RidgelineError, unknown_name
 
 LINKS = ("nvlink", "pcie", "xgmi", "none")
+FALLBACK = {"fp16": ("bf16",), "bf16": ("fp16",), "fp16acc16": ("fp16", "bf16")}  # same-rate dtypes
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class Accelerator:
 
     def peak(self, maths: str) -> float:
         """Dense peak FLOP/s for a maths dtype (fp16 falls back to bf16 and back)."""
-        for dtype in (maths, {"fp16": "bf16", "bf16": "fp16"}.get(maths, maths)):
+        for dtype in (maths, *FALLBACK.get(maths, ())):
             if dtype in self.peak_flops:
                 return self.peak_flops[dtype]
         have = ", ".join(sorted(self.peak_flops))

@@ -34,6 +34,7 @@ class Work:
     kv_read_bytes: Num
     kv_write_bytes: Num
     expert_weight_bytes: Num = 0.0  # the routed experts' part of weight_bytes (MoE)
+    expert_flops: Num = 0.0  # the routed experts' part of linear_flops (MoE)
 
     @property
     def flops(self) -> Num:
@@ -146,6 +147,7 @@ def work_from_totals(
         kv_read_bytes=kv_per_layer * sum(n * c for n, c in cached),
         kv_write_bytes=kv_bytes_per_token(arch, prec) * tokens,
         expert_weight_bytes=expert_bytes_read(arch, prec, tokens),
+        expert_flops=2.0 * arch.moe_layers * arch.experts_per_token * arch.expert_params * tokens,
     )
 
 

@@ -43,6 +43,12 @@ COMPUTE_EFF = typer.Option(None, "--compute-eff", help="Fraction of peak FLOP/s.
 BANDWIDTH_EFF = typer.Option(None, "--bandwidth-eff", help="Fraction of bandwidth.")
 GPU_FILE = typer.Option(None, "--gpu-file", help="Extra accelerators, TOML or JSON.")
 CALIBRATION = typer.Option(None, "--calibration", help="Calibration (.json or .toml) from `ridgeline fit`.")
+ENGINE = typer.Option(
+    None,
+    "--engine",
+    "-e",
+    help="Engine profile: vllm, sglang, trtllm, llamacpp or FILE.toml (see `ridgeline engines`).",
+)
 METHOD = typer.Option(
     "lesson", "--method", help="lesson (one roofline a pass) or per-op (the ledger summed)."
 )
@@ -93,6 +99,7 @@ def deployment(
     gpu_file: str | Path | None = None,
     calibration: str | Path | None = None,
     method: str = "lesson",
+    engine: str | None = None,
     peak_tflops: float | None = None,
     bandwidth_tbs: float | None = None,
     memory_gb: float | None = None,
@@ -103,5 +110,6 @@ def deployment(
     return Deployment.build(
         model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep, preset=preset,
         compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
-        method=method, peak_tflops=peak_tflops, bandwidth_tbs=bandwidth_tbs, memory_gb=memory_gb,
+        method=method, engine=engine, peak_tflops=peak_tflops, bandwidth_tbs=bandwidth_tbs,
+        memory_gb=memory_gb,
     )  # fmt: skip

@@ -13,8 +13,13 @@ from functools import lru_cache
 
 from ridgeline.errors import RidgelineError
 
-BITS = {"fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp8": 8.0, "int8": 8.0, "int4": 4.0, "fp4": 4.0}
-MATHS_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp4", "fp32")
+BITS = {
+    "fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp16acc16": 16.0,
+    "fp8": 8.0, "int8": 8.0, "int4": 4.0, "fp4": 4.0,
+}  # fmt: skip
+# fp16acc16: fp16 maths accumulating in fp16 (llama.cpp's cuBLAS GEMMs), twice the fp16 rate
+# on GeForce parts; elsewhere the same as fp16.
+MATHS_DTYPES = ("bf16", "fp16", "fp16acc16", "fp8", "int8", "fp4", "fp32")
 KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
 SCALE_BITS = 16.0  # one bf16 scale per group
 _WEIGHTS = re.compile(r"^(?P<dtype>[a-z0-9]+?)(?:-g(?P<group>\d+))?$")

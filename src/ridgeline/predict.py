@@ -125,6 +125,7 @@ class Estimate:
     cost: Cost
     parallel: ParallelInfo
     training: Training
+    uncertainty: dict[str, list[float]] | None  # an engine profile's p10-p90 band, per time
     deployment: Deployment = field(repr=False, compare=False)
     timeline: Timeline = field(repr=False, compare=False)
 
@@ -147,8 +148,25 @@ class Estimate:
 JSON_KEYS = (
     "inputs", "model", "gpu", "prefill", "decode", "ttft_s", "tpot_s", "total_s", "decode_share",
     "tokens_per_s", "batch_tokens_per_s", "ridge", "effective_ridge", "memory", "cost", "parallel",
-    "training", "explain",
+    "training", "uncertainty", "explain",
 )  # fmt: skip
+
+
+def uncertainty(m: Deployment, t: Timeline) -> dict[str, list[float]] | None:
+    """With an engine profile: each time's band, the p10 and p90 of measured / predicted
+    that the profile's held-out corpus rows left, for the prefill (TTFT) and decode (TPOT)
+    regimes; the total takes each part's band. None without a profile or its bands."""
+    if m.engine is None:
+        return None
+    prefill, decode = m.engine.band("prefill"), m.engine.band("decode")
+    if prefill is None or decode is None:
+        return None
+    ttft, steps = t.ttft_s, t.decode_s
+    return {
+        "ttft_s": [ttft * prefill[0], ttft * prefill[1]],
+        "tpot_s": [t.tpot_s * decode[0], t.tpot_s * decode[1]],
+        "total_s": [ttft * prefill[0] + steps * decode[0], ttft * prefill[1] + steps * decode[1]],
+    }
 
 
 def _plain(value: Any) -> Any:
@@ -227,6 +245,7 @@ def assemble(m: Deployment, prompt: int, output: int, batch: int, price: float) 
             "ep": m.par.ep,
             "preset": m.preset,
             "calibration": m.calibration,
+            "engine": m.engine.name if m.engine else None,
             "method": m.method,
             "compute_eff": m.eff.compute,
             "bandwidth_eff": m.eff.bandwidth,
@@ -271,6 +290,7 @@ def assemble(m: Deployment, prompt: int, output: int, batch: int, price: float) 
             float(t.first_decode.comm_s) / float(t.first_decode.time_s),
         ),
         training=Training(training_flops_per_token(arch), TRAINING_BYTES_PER_PARAM),
+        uncertainty=uncertainty(m, t),
         deployment=m,
         timeline=t,
     )

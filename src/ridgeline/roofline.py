@@ -72,22 +72,20 @@ def time_work(work: Work, m: Deployment, rates: Rates | None = None) -> StepTime
         expert_weight_bytes=work.expert_weight_bytes,
         kv_bytes=work.kv_read_bytes + work.kv_write_bytes,
     )
-    if r.linear_flops_per_s is r.attention_flops_per_s:  # one rate for all arithmetic
+    if r.linear_flops_per_s is r.attention_flops_per_s is r.expert_flops_per_s:  # one rate for all
         compute_s = par.pp * share.flops / r.linear_flops_per_s
-    else:
-        compute_s = par.pp * (
-            work.linear_flops / gpus / r.linear_flops_per_s
-            + work.attention_flops / gpus / r.attention_flops_per_s
-        )
+    else:  # each kind of arithmetic at its own rate
+        expert_rate = r.linear_flops_per_s if r.expert_flops_per_s is None else r.expert_flops_per_s
+        dense_s = (work.linear_flops - work.expert_flops) / gpus / r.linear_flops_per_s
+        expert_s = work.expert_flops / gpus / expert_rate
+        compute_s = par.pp * (dense_s + expert_s + work.attention_flops / gpus / r.attention_flops_per_s)
     return StepTime(
         flops=work.flops,
         bytes=work.bytes,
         compute_s=compute_s,
         weight_s=par.pp * share.weight_bytes / r.weight_bytes_per_s,
         kv_s=par.pp * share.kv_bytes / r.kv_bytes_per_s,
-        comm_s=comm_time_s(
-            m.arch, m.prec, m.hw, work.tokens, par, r.collective_latency_s, r.link_bytes_per_s
-        ),
+        comm_s=comm_s(m, work.tokens, r),
         overhead_s=r.overhead_s,
         weight_bytes_per_gpu=share.weight_bytes,
         kv_bytes_per_gpu=share.kv_bytes,

@@ -13,6 +13,7 @@ from ridgeline.options import (
     BANDWIDTH_EFF,
     CALIBRATION,
     COMPUTE_EFF,
+    ENGINE,
     EP,
     GPU,
     GPU_FILE,
@@ -328,6 +329,7 @@ def compare(
     gpu_file: Optional[str] = GPU_FILE,
     calibration: Optional[str] = CALIBRATION,
     method: str = METHOD,
+    engine: Optional[str] = ENGINE,
     plot: Optional[str] = typer.Option(None, "--plot", help="Folder for PNG plots (needs matplotlib)."),
     as_json: bool = JSON,
 ) -> None:
@@ -342,7 +344,7 @@ def compare(
     m, recs = _machine(
         results, model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep,
         preset=preset, compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file,
-        calibration=calibration, method=method,
+        calibration=calibration, method=method, engine=engine,
     )  # fmt: skip
     result = run(m, recs)
     paths = []
@@ -371,10 +373,17 @@ def fit(
     preset: str = PRESET,
     gpu_file: Optional[str] = GPU_FILE,
     method: str = METHOD,
+    engine: Optional[str] = typer.Option(
+        None,
+        "--engine",
+        "-e",
+        help="Write an engine profile (TOML) instead of a calibration: this engine's, refitted here.",
+    ),
     out: Optional[str] = typer.Option(
         None,
         "--out",
-        help="Calibration to write, .json or .toml (default: beside the records, .calibration.json).",
+        help="Calibration to write, .json or .toml (default: beside the records, .calibration.json); "
+        "with --engine, the profile's .toml.",
     ),
     as_json: bool = JSON,
 ) -> None:
@@ -383,22 +392,39 @@ def fit(
 
     from ridgeline.calibration import check_calibration_path, save_calibration
     from ridgeline.checks import check_size
+    from ridgeline.engines import get_engine, profile_to_toml
+    from ridgeline.errors import RidgelineError
     from ridgeline.measure import render
+    from ridgeline.measure.fit import as_engine, engine_name
     from ridgeline.measure.fit import fit as run
 
     check_size("--tp", tp, maximum=MAX_GPUS)
     src = Path(results).expanduser()
-    path = check_calibration_path(
-        out or src.with_name(src.name.removesuffix(".jsonl") + ".calibration.json")
-    )  # refused before the fit, not after it
+    base = get_engine(engine) if engine else None  # an unknown engine fails before the fit
+    default = src.name.removesuffix(".jsonl") + (
+        f".{engine_name(engine)}.toml" if engine else ".calibration.json"
+    )
+    path = check_calibration_path(out or src.with_name(default))  # refused before the fit, not after it
+    if base is not None and path.suffix.lower() != ".toml":
+        raise RidgelineError(f"--out {str(path)!r}: an engine profile is TOML; name it .toml")
     m, recs = _machine(
         results, model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep,
         preset=preset, gpu_file=gpu_file, method=method,
     )  # fmt: skip
     result = run(m, recs)
-    save_calibration(result.calibration(f"ridgeline fit {src.name}"), path)
+    source = f"ridgeline fit {src.name}"
+    if base is not None:
+        profile = as_engine(result, m, base, f"{base.name}-{m.hw.name}", source)
+        path.write_text(profile_to_toml(profile), encoding="utf-8")
+    else:
+        save_calibration(result.calibration(source), path)
     if as_json:
-        _emit(result.to_dict() | {"calibration": str(path)})  # its warnings are in the JSON
+        written = (
+            {"calibration": None, "profile": str(path)}
+            if base
+            else {"calibration": str(path), "profile": None}
+        )
+        _emit(result.to_dict() | written)  # its warnings are in the JSON
         return
     render.fit(result, str(path))
 

@@ -22,6 +22,7 @@ from typing import Any
 from ridgeline.calibration import Calibration
 from ridgeline.deployment import Deployment
 from ridgeline.efficiency import Efficiency
+from ridgeline.engines import EngineProfile
 from ridgeline.measure.compare import Group, groups, predict
 from ridgeline.step import Pass, price, rooflines, uniform
 
@@ -311,4 +312,52 @@ def _fit(m: Deployment, gs: list[Group]) -> Fit:
         error_before=errors(m, gs),
         error_after=errors(after, gs),
         warnings=warnings,
+    )
+
+
+def engine_name(spec: str) -> str:
+    """A profile's name from --engine: `vllm`, or the stem of `my-engine.toml`."""
+    from pathlib import Path
+
+    return Path(spec).stem if spec.endswith(".toml") else spec
+
+
+def as_engine(result: Fit, m: Deployment, base: EngineProfile, name: str, source: str) -> EngineProfile:
+    """The fit as an engine profile: `base` with the rates and costs the measurements fixed.
+
+    The fit's model is one roofline a pass at flat rates, so the profile it writes is that:
+    matmuls and attention at the fitted FLOP/s (no small-M penalty, no expert factor), every
+    weight format and the KV cache at the fitted bandwidth, the fitted per-step overhead as
+    its fixed cost and the fitted TTFT offset as its first-token cost. Its scheduler and its
+    collectives are `base`'s."""
+    from dataclasses import replace
+
+    gemm = result.effective_flops_per_s / m.peak_flops
+    bw = result.effective_bandwidth_bytes_per_s / m.hw.bandwidth_bytes_per_s
+    fitted = f"fitted by {source} on {m.hw.name}"
+    return replace(
+        base,
+        name=name,
+        label=f"{base.label} on {m.hw.name}",
+        gemm={m.prec.maths: gemm},
+        half_m_tokens=0.0,
+        attention=gemm,
+        experts=1.0,
+        weights=dict.fromkeys(("w16", "w8", "w4"), bw),
+        kv=bw,
+        fixed_s=result.step_overhead_s,
+        per_layer_s=0.0,
+        per_sequence_s=0.0,
+        tp_scale=0.0,
+        first_token_s=result.ttft_offset_s,
+        vendor={m.hw.vendor_name: 1.0},
+        uncertainty={},
+        source=source,
+        provenance={
+            f"gemm.{m.prec.maths}": f"{fitted}: effective FLOP/s / peak",
+            "weights": f"{fitted}: effective bandwidth / bandwidth, for every format",
+            "fixed_s": f"{fitted}: the per-step overhead",
+            "first_token_s": f"{fitted}: the TTFT offset",
+            "scheduler": f"{base.name}'s",
+        },
     )

@@ -1,0 +1,143 @@
+"""Fit the built-in engine profiles to the corpus and write them, with where every number
+came from, into src/ridgeline/data/engines.toml; write the cross-validation folds into
+src/ridgeline/data/corpus/cv.json (the accuracy test and benchmark read them).
+
+    python scripts/fit_engines.py            # fit and report, write nothing
+    python scripts/fit_engines.py --write    # fit and write both files
+
+The priors are data/corpus/priors.toml: a refit starts from them, never from its own
+last output. Each engine is fitted on its own rows; the engines run in parallel, one
+process each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from ridgeline import _files  # noqa: E402
+from ridgeline.accuracy import corpus, fit  # noqa: E402
+from ridgeline.engines import EngineProfile, profile_from_entry, profile_to_toml  # noqa: E402
+
+ENGINES_TOML = ROOT / "src" / "ridgeline" / "data" / "engines.toml"
+CV_JSON = ROOT / "src" / "ridgeline" / "data" / "corpus" / "cv.json"
+PRIORS_TOML = ROOT / "src" / "ridgeline" / "data" / "corpus" / "priors.toml"
+MIN_BAND_ROWS = 6  # fewer held-out rows in an engine's regime: the band pools every engine's
+HEADER = """# Engine profiles: how close to the roofline each serving engine runs (see engines.py for
+# the terms). Fitted by scripts/fit_engines.py to the published measurements in
+# data/corpus/ (a bounded least squares on log(predicted / measured) with a prior on every
+# parameter); `provenance` says, for every number, whether rows of the corpus moved it
+# (and which) or it is the physical prior. `uncertainty` is, per regime, the p10 and p90
+# of measured / predicted time on rows whose source was left out of the fit.
+# Regenerate with: python scripts/fit_engines.py --write
+
+"""
+
+
+def priors() -> dict[str, EngineProfile]:
+    data = _files.parse(PRIORS_TOML.read_text(encoding="utf-8"), str(PRIORS_TOML))
+    return {name: profile_from_entry(name, entry, str(PRIORS_TOML)) for name, entry in data.items()}
+
+
+def fit_engine(name: str) -> dict[str, Any]:
+    prior = priors()[name]
+    rows = [r for r in corpus.rows() if r.engine == name]
+    f = fit.fit(prior, rows)
+    return {
+        "name": name,
+        "x": f.x,
+        "params": [p.key for p in f.problem.params],
+        "uses": [
+            [r.id for r, u in zip(rows, col, strict=True) if u] for col in zip(*f.problem.uses, strict=True)
+        ],
+        "residuals": dict(zip([r.id for r in rows], f.residuals, strict=True)),
+        "held_out": f.held_out,
+        "folds": {
+            g: dict(zip([p.key for p in f.problem.params], [math.exp(v) for v in x], strict=True))
+            for g, x in f.fold_x.items()
+        },
+    }
+
+
+def provenance(result: dict[str, Any], prior: EngineProfile) -> dict[str, str]:
+    out = {}
+    for key, ids in zip(result["params"], result["uses"], strict=True):
+        was = fit.get(prior, key)
+        if ids:
+            out[key] = f"fitted to {len(ids)} rows ({_span(ids)}); prior {was:.4g}"
+        else:
+            out[key] = f"prior {was:.4g}: no corpus row of this engine depends on it"
+    return out
+
+
+def _span(ids: list[str]) -> str:
+    return ", ".join(ids) if len(ids) <= 6 else ", ".join(ids[:5]) + f", … {ids[-1]}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args()
+    names = sorted(priors())
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        results = dict(zip(names, pool.map(fit_engine, names), strict=True))
+    rows = {r.id: r for r in corpus.rows()}
+    pooled: dict[str, list[float]] = {}
+    for res in results.values():
+        for rid, e in res["held_out"].items():
+            pooled.setdefault(rows[rid].regime, []).append(fit.time_ratio(rows[rid], e))
+    lines = [HEADER]
+    for name in names:
+        prior, res = priors()[name], results[name]
+        fitted = fit.with_values(prior, [p for p in fit.PARAMS if p.key in res["params"]], res["x"])
+        mine = fit.bands(res["held_out"], [r for r in rows.values() if r.engine == name])
+        counts = {g: sum(1 for rid in res["held_out"] if rows[rid].regime == g) for g in mine}
+        band = {g: (mine[g] if counts[g] >= MIN_BAND_ROWS else _pooled(pooled[g])) for g in pooled}
+        prov = provenance(res, prior)
+        for g in band:
+            source = (
+                f"{counts.get(g, 0)} held-out rows of {name}"
+                if counts.get(g, 0) >= MIN_BAND_ROWS
+                else (f"held-out rows of every engine ({len(pooled[g])}); {name} has {counts.get(g, 0)}")
+            )
+            prov[f"uncertainty.{g}"] = f"p10, p90 of measured / predicted time: {source}"
+        out = _with(fitted, band, prov)
+        lines.append(profile_to_toml(out) + "\n")
+        held = [abs(math.exp(e) - 1) for e in res["held_out"].values()]
+        med, worst = statistics.median(held), max(held)
+        print(f"{name}: {len(held)} rows, held-out median |error| {med:.1%}, worst {worst:.1%}")
+    every = [abs(math.exp(e) - 1) for res in results.values() for e in res["held_out"].values()]
+    med, worst = statistics.median(every), max(every)
+    print(f"all: {len(every)} rows, held-out median |error| {med:.1%}, worst {worst:.1%}")
+    if args.write:
+        ENGINES_TOML.write_text("".join(lines).rstrip("\n") + "\n", encoding="utf-8")
+        cv = {name: res["folds"] for name, res in results.items()}
+        CV_JSON.write_text(json.dumps(cv, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        print(f"wrote {ENGINES_TOML.relative_to(ROOT)} and {CV_JSON.relative_to(ROOT)}")
+
+
+def _pooled(ratios: list[float]) -> tuple[float, float]:
+    import numpy as np
+
+    lo, hi = np.percentile(ratios, [10, 90])
+    return float(math.exp(lo)), float(math.exp(hi))
+
+
+def _with(p: EngineProfile, band: dict[str, tuple[float, float]], prov: dict[str, str]) -> EngineProfile:
+    from dataclasses import replace
+
+    source = "fitted by scripts/fit_engines.py to data/corpus (see provenance)"
+    return replace(p, uncertainty=band, provenance=prov, source=source)
+
+
+if __name__ == "__main__":
+    main()

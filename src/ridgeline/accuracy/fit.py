@@ -1,0 +1,232 @@
+"""Fit engine profiles to the corpus: a small, documented, physically bounded fit.
+
+Each profile parameter (a fraction of a peak, a per-step cost, a latency) starts from a
+physical prior and may move only inside physical bounds. The fit minimises, in log space,
+
+    sum over the engine's rows of log(predicted / measured)^2 / s^2
+  + sum over its parameters of ((log theta - log prior) / sigma)^2
+
+(s = 0.1: the corpus's own scatter between runs of one setup; sigma: how far we believe a
+parameter may sit from its prior). A parameter that no row depends on stays at its prior;
+one that rows pin moves to what they say. Gauss-Newton with a finite-difference Jacobian
+taken only where a row depends on a parameter (a row on an NVIDIA part never moves the
+AMD factor), clipped to the bounds.
+
+Cross-validation leaves one *source* out at a time: the fit is redone without that
+source's rows (one Gauss-Newton solve from the full fit, on the full fit's Jacobian), and
+the source's rows are predicted, with the full model, from that fold's parameters. The
+error bands of a profile are the p10 and p90 of those held-out measured/predicted ratios.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ridgeline.accuracy import corpus
+from ridgeline.accuracy.corpus import Row
+from ridgeline.engines import EngineProfile, weight_format
+from ridgeline.ledger import weight_bytes_per_param
+
+DATA_SCATTER = 0.1  # log units: runs of one setup in one source agree to about 10%
+
+
+@dataclass(frozen=True)
+class Param:
+    key: str  # a path into the profile: "gemm.bf16", "weights.w4", "fixed_s", ...
+    lo: float
+    hi: float
+    sigma: float  # the prior's width, in log units
+    uses: Callable[[Row, Any], bool]  # whether a row's prediction depends on it
+    why: str  # what it stands for
+
+
+def _maths(*names: str) -> Callable[[Row, Any], bool]:
+    return lambda r, d: r.maths in names
+
+
+def _fmt(name: str) -> Callable[[Row, Any], bool]:
+    return lambda r, d: weight_format(8 * weight_bytes_per_param(d.arch, d.prec)) == name
+
+
+def _multi(link: str) -> Callable[[Row, Any], bool]:
+    return lambda r, d: r.tp > 1 and d.hw.link_kind == link
+
+
+def _always(r: Row, d: Any) -> bool:
+    return True
+
+
+PARAMS = (
+    Param("gemm.bf16", 0.2, 1.0, 0.4, _maths("bf16", "fp16"), "large bf16/fp16 matmuls, of the dense peak"),
+    Param("gemm.fp16acc16", 0.1, 1.0, 0.5, _maths("fp16acc16"), "fp16-accumulate matmuls (GeForce)"),
+    Param("gemm.fp8", 0.1, 1.0, 0.4, _maths("fp8"), "large fp8 matmuls, of the fp8 peak"),
+    Param("gemm.int8", 0.05, 1.0, 0.5, _maths("int8"), "int8 matmuls, of the int8 peak"),
+    Param("gemm.fp4", 0.05, 1.0, 0.5, _maths("fp4"), "fp4 matmuls, of the fp4 peak"),
+    Param("attention", 0.05, 1.0, 0.5, _always, "attention kernels, of the peak"),
+    Param("experts", 0.1, 1.0, 0.5, lambda r, d: d.arch.is_moe, "grouped expert matmuls against dense"),
+    Param("half_m_tokens", 1.0, 4096.0, 1.0, _always, "tokens at which a matmul reaches half its rate"),
+    Param("weights.w16", 0.3, 1.0, 0.2, _fmt("w16"), "bandwidth reached streaming 16-bit weights"),
+    Param("weights.w8", 0.2, 1.0, 0.3, _fmt("w8"), "bandwidth reached streaming 8-bit weights"),
+    Param("weights.w4", 0.1, 1.0, 0.3, _fmt("w4"), "bandwidth reached streaming 4-bit weights (dequantised)"),
+    Param("kv", 0.2, 1.0, 0.3, _always, "bandwidth reached reading the KV cache"),
+    Param("fixed_s", 1e-5, 0.02, 1.0, _always, "fixed cost of a step: launches, scheduling"),
+    Param("per_layer_s", 1e-7, 1e-3, 1.0, _always, "cost of a step per layer"),
+    Param("per_sequence_s", 1e-8, 1e-3, 1.0, lambda r, d: r.batch > 1 or r.regime == "load", "per sequence"),
+    Param("tp_scale", 1e-3, 2.0, 1.0, lambda r, d: r.tp > 1, "growth of the step's cost per doubling of TP"),
+    Param("first_token_s", 1e-4, 0.5, 1.0, lambda r, d: r.http and r.kind in ("ttft", "ttft_load"), "HTTP"),
+    Param("vendor.amd", 0.1, 1.5, 0.5, lambda r, d: d.hw.vendor_name == "amd", "AMD's software stack"),
+    Param("collective_latency_s.nvlink", 2e-6, 1e-4, 0.7, _multi("nvlink"), "an all-reduce over NVLink"),
+    Param("collective_latency_s.pcie", 5e-6, 1e-3, 0.7, _multi("pcie"), "an all-reduce over PCIe"),
+    Param("collective_latency_s.xgmi", 2e-6, 2e-4, 0.7, _multi("xgmi"), "an all-reduce over Infinity Fabric"),
+)
+
+
+def get(p: EngineProfile, key: str) -> float:
+    head, _, tail = key.partition(".")
+    value = getattr(p, head)
+    return float(value[tail] if tail else value)
+
+
+def put(p: EngineProfile, key: str, value: float) -> EngineProfile:
+    head, _, tail = key.partition(".")
+    changes: dict[str, Any] = {head: {**getattr(p, head), tail: value} if tail else value}
+    return replace(p, **changes)
+
+
+def with_values(p: EngineProfile, params: Sequence[Param], x: Sequence[float]) -> EngineProfile:
+    for par, v in zip(params, x, strict=True):
+        p = put(p, par.key, math.exp(v))
+    return p
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One engine's rows and the parameters they can move."""
+
+    prior: EngineProfile
+    rows: tuple[Row, ...]
+    params: tuple[Param, ...]
+    uses: tuple[tuple[bool, ...], ...]  # rows x params
+
+
+def problem(prior: EngineProfile, rows: Sequence[Row]) -> Problem:
+    params = tuple(p for p in PARAMS if _present(prior, p.key))
+    deps = [corpus.deployment(r, prior) for r in rows]
+    uses = tuple(tuple(p.uses(r, d) for p in params) for r, d in zip(rows, deps, strict=True))
+    return Problem(prior, tuple(rows), params, uses)
+
+
+def _present(p: EngineProfile, key: str) -> bool:
+    head, _, tail = key.partition(".")
+    value = getattr(p, head)
+    return tail in value if tail else True
+
+
+def residuals(pb: Problem, x: Sequence[float], rows: Sequence[int] | None = None) -> list[float]:
+    profile = with_values(pb.prior, pb.params, x)
+    idx = range(len(pb.rows)) if rows is None else rows
+    return [math.log(corpus.predict(pb.rows[i], profile) / pb.rows[i].measured) for i in idx]
+
+
+def jacobian(pb: Problem, x: Sequence[float], base: Sequence[float], step: float = 0.05) -> list[list[float]]:
+    """d log(pred) / d log(theta), row by row, only where the row depends on a parameter."""
+    jac = [[0.0] * len(pb.params) for _ in pb.rows]
+    for j in range(len(pb.params)):
+        rows = [i for i in range(len(pb.rows)) if pb.uses[i][j]]
+        if not rows:
+            continue
+        moved = list(x)
+        moved[j] += step
+        for i, r in zip(rows, residuals(pb, moved, rows), strict=True):
+            jac[i][j] = (r - base[i]) / step
+    return jac
+
+
+def prior_x(pb: Problem) -> list[float]:
+    return [math.log(min(max(get(pb.prior, p.key), p.lo), p.hi)) for p in pb.params]
+
+
+def solve(
+    pb: Problem, x: Sequence[float], res: Sequence[float], jac: Sequence[Sequence[float]], keep: Sequence[int]
+) -> list[float]:
+    """One Gauss-Newton step of the MAP objective on rows `keep`, clipped to the bounds."""
+    import numpy as np
+
+    x0 = np.array(prior_x(pb))
+    sig = np.array([p.sigma for p in pb.params])
+    xc = np.asarray(x, dtype=float)
+    jm = np.asarray(jac, dtype=float)[list(keep)] / DATA_SCATTER
+    rv = np.asarray(res, dtype=float)[list(keep)] / DATA_SCATTER
+    # stack the data and the prior as one least-squares system in dx
+    a = np.vstack([jm, np.diag(1.0 / sig)])
+    b = -np.concatenate([rv, (xc - x0) / sig])
+    dx, *_ = np.linalg.lstsq(a, b, rcond=None)
+    lo = np.log([p.lo for p in pb.params])
+    hi = np.log([p.hi for p in pb.params])
+    return list(np.clip(xc + dx, lo, hi))
+
+
+@dataclass(frozen=True)
+class Fit:
+    problem: Problem
+    x: list[float]
+    residuals: list[float]
+    jacobian: list[list[float]]
+    held_out: dict[str, float]  # row id -> log(pred / measured) with its source left out
+    fold_x: dict[str, list[float]]  # source -> the parameters fitted without it
+
+    @property
+    def profile(self) -> EngineProfile:
+        return with_values(self.problem.prior, self.problem.params, self.x)
+
+    def fold_profile(self, group: str) -> EngineProfile:
+        return with_values(self.problem.prior, self.problem.params, self.fold_x[group])
+
+
+def fit(prior: EngineProfile, rows: Sequence[Row], iterations: int = 4, progress: Any = None) -> Fit:
+    pb = problem(prior, rows)
+    x = prior_x(pb)
+    res = residuals(pb, x)
+    jac: list[list[float]] = []
+    everything = list(range(len(rows)))
+    for _ in range(iterations):
+        jac = jacobian(pb, x, res)
+        x = solve(pb, x, res, jac, everything)
+        res = residuals(pb, x)
+        if progress:
+            progress()
+    jac = jacobian(pb, x, res)
+    held: dict[str, float] = {}
+    folds: dict[str, list[float]] = {}
+    for group in sorted({r.group for r in rows}):
+        keep = [i for i, r in enumerate(rows) if r.group != group]
+        out = [i for i, r in enumerate(rows) if r.group == group]
+        folds[group] = solve(pb, x, res, jac, keep) if keep else prior_x(pb)
+        for i, e in zip(out, residuals(pb, folds[group], out), strict=True):
+            held[rows[i].id] = e
+    return Fit(pb, x, res, jac, held, folds)
+
+
+def time_ratio(row: Row, log_error: float) -> float:
+    """log(measured time / predicted time) from log(predicted / measured) of the row's
+    quantity: a rate's error turns over."""
+    return log_error if corpus.is_rate(row) else -log_error
+
+
+def bands(held_out: dict[str, float], rows: Sequence[Row]) -> dict[str, tuple[float, float]]:
+    """p10 and p90, by regime, of measured time / predicted time on held-out rows: the band
+    a prediction's times carry."""
+    import numpy as np
+
+    by_regime: dict[str, list[float]] = {}
+    for r in rows:
+        if r.id in held_out:
+            by_regime.setdefault(r.regime, []).append(time_ratio(r, held_out[r.id]))
+    out = {}
+    for regime, errs in by_regime.items():
+        lo, hi = np.percentile(errs, [10, 90])
+        out[regime] = (float(math.exp(lo)), float(math.exp(hi)))
+    return out
