@@ -25,6 +25,9 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 import ridgeline
 from conftest import ROOT, run_cli
+from ridgeline.deployment import Deployment
+from ridgeline.describe import describe_engines
+from ridgeline.predict import estimate_on
 from ridgeline.web import lesson
 from ridgeline.web.export import MARKER, PYODIDE_JS_SRI, PYODIDE_URL, PYODIDE_VERSION, sri
 from ridgeline.web.slo import RATES_PER_S, key_of
@@ -146,6 +149,9 @@ SHIPPED = textwrap.dedent(
         "right": json.loads(browser.call("check", 3, "6")),
         "wrong": json.loads(browser.call("check", 13, "35.3")),
         "models": json.loads(browser.call("models")),
+        "engines": json.loads(browser.call("engines")),
+        "vllm": json.loads(browser.call("playground", json.dumps({"engine": "vllm", "batch": 8}))),
+        "no_engine": json.loads(browser.call("playground", json.dumps({"engine": "vllmm"}))),
         "slo": json.loads(browser.call("slo", json.dumps(json.loads(sys.argv[4])))),
         "slo_elsewhere": json.loads(browser.call("slo", json.dumps({"gpu": "b200"}))),
         "bad": json.loads(browser.call("playground", json.dumps({"batch": 5000}))),
@@ -182,6 +188,10 @@ def test_the_shipped_python_answers_as_the_server_without_numpy_or_the_servers_l
     assert [s["ok"] for s in out["steps"]] == [as_json(lesson.rendered(n)) for n in range(1, 19)]
     assert out["right"]["ok"]["correct"] is True and out["wrong"]["ok"]["correct"] is False
     assert {m["name"] for m in out["models"]["ok"]} >= {"llama-3.1-8b", "llama-3.1-70b"}
+    assert out["engines"]["ok"] == as_json(describe_engines())
+    assert out["vllm"]["ok"] == as_json(playground(State(engine="vllm", batch=8)))
+    assert out["vllm"]["ok"]["roofline"]["engine"]["label"] == "vLLM"
+    assert out["no_engine"]["error"].startswith("unknown engine 'vllmm'")
     assert out["slo"]["ok"]["precomputed"] is True
     assert "ridgeline web" in out["slo_elsewhere"]["error"]  # the live server simulates others
     assert out["bad"] == {"error": "batch must lie in 1..4,096, got 5,000"}
@@ -342,6 +352,11 @@ def test_the_static_site_teaches_with_no_server(browser: Browser, static_url: st
 
     page.goto(static_url + "#step-18")
     expect(page.locator("#step-title")).to_have_text("Playground")
+    page.locator("#engine").select_option("vllm")  # an engine profile, in the page's Python too
+    vllm = estimate_on(Deployment.build(engine="vllm"), prompt=2000, output=500, batch=1)
+    expect(page.locator("#tpot")).to_have_text(f"{vllm.tpot_s * 1e3:.3g} ms")
+    page.locator("#engine").select_option("none")
+    expect(page.locator("#tpot")).to_have_text("6.1 ms")
     page.wait_for_timeout(300)
     redraws_ms = [page.evaluate(MOVE, ["prompt-range", i]) for i in range(20, 40)]
     python_start_ms = page.locator("body").get_attribute("data-python-ms")

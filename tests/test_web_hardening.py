@@ -30,7 +30,7 @@ RANDOM_CASES_PER_ENDPOINT = 60
 HANG_S = 10.0  # a guard against a request that never ends, not a speed test (see benchmarks/)
 MAX_DETAIL = 600
 
-NAMES = ("model", "gpu", "weights", "preset", "maths")
+NAMES = ("model", "gpu", "weights", "preset", "maths", "engine")
 STATE_INTS = ("prompt", "output", "batch", "tp")
 # each endpoint: its query parameters, by kind
 ENDPOINTS: dict[str, dict[str, str]] = {
@@ -135,6 +135,9 @@ ODD: dict[str, list[str]] = {
         "ideal",
         "LLAMA-3.1-8B",
         "H100-SXM",
+        "vllm",
+        "trtllm",
+        "none",
     ],
     "number": ["-1", "0", "1e308", "-1e308", "5e-324", "6", "17.64", "1_000", " 6 "],
     "step": [str(n) for n in range(1, 19)],

@@ -230,3 +230,48 @@ def test_the_cheat_sheet_gets_a_wide_column() -> None:
 def test_a_step_says_what_is_wrong_with_its_new_keys(front: str, fragment: str) -> None:
     with pytest.raises(RidgelineError, match=fragment):
         lesson.parse_step(f'+++\ntitle = "t"\n{front}\n+++\nbody', "01-t.md", 1)
+
+
+# Llama 3.1 8B, by hand: 8.03e9 parameters (golden README), 32 layers of width 4,096; KV
+# bytes per token = 2 (K and V) x 32 layers x 8 KV heads x 128 dims x 2 bytes = 128 KiB.
+P8 = 8.03e9
+KV8_BYTES_PER_TOKEN = 2 * 32 * 8 * 128 * 2
+SLIDER_BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+
+
+def test_step_eighteen_asks_for_a_compute_bound_decode_only_where_there_is_one() -> None:
+    """Step 18: "Find the batch where decode turns compute-bound on the MI300X, then on the
+    B200". With C tokens of context a user, decode's intensity B·(2P + 4·L·d·C) / (W + B·C·k)
+    never passes (2P + 4·L·d·C) / (C·k), about 65 FLOPs per byte at C = 2,000, under a third
+    of either ridge; so the step says to shorten the context first, and at 100 + 100 tokens
+    the slider has such a batch."""
+    ceiling = (2 * P8 + 4 * 32 * 4096 * 2000) / (2000 * KV8_BYTES_PER_TOKEN)
+    assert ceiling == pytest.approx(65.3, abs=0.1)
+    assert ceiling < min(1307e12 / 5.3e12, 2250e12 / 8e12) / 3  # MI300X's ridge, B200's
+    step = lesson.get_step(18)
+    text = " ".join(plain(lesson.rendered(18)["html"]).split())
+    assert "Cut the prompt and the answer to 100 tokens each first" in text
+    assert "2,000-token context it never turns" in text
+    for gpu in ("mi300x", "b200"):
+        crowd = lesson.values(State(gpu=gpu, prompt=step.state.prompt, output=step.state.output, batch=4096))
+        assert crowd["decode"]["bound"] == "memory", gpu
+        assert crowd["decode"]["intensity"] < ceiling, gpu
+        short = [lesson.values(State(gpu=gpu, prompt=100, output=100, batch=b)) for b in SLIDER_BATCHES]
+        assert any(v["decode"]["bound"] == "compute" and v["memory"]["fits"] for v in short), gpu
+
+
+def test_step_eight_does_not_round_its_speed_up_to_two() -> None:
+    """fp8 weights: "a little under 2× because the KV cache is still bf16", so the speed-up
+    it prints is under 2."""
+    text = " ".join(plain(lesson.rendered(8)["html"]).split())
+    speedup = float(re.search(r"([0-9.]+)× faster", text)[1])  # type: ignore[index]
+    assert 1.9 < speedup < 2.0
+
+
+def test_step_eighteen_names_an_engine_and_the_menu_can_choose_it() -> None:
+    from ridgeline.engines import engines
+
+    step = lesson.get_step(18)
+    assert step.compare["vllm"].engine == "vllm" and "vllm" in engines()
+    assert step.state.engine == "none"  # every step teaches on the plain roofline
+    assert all(s.state.engine == "none" for s in lesson.load_steps())

@@ -193,3 +193,23 @@ def test_the_stage_shows_attention_and_the_batch(walker: tuple[Page, int]) -> No
     expect(page.locator("#stage-title")).to_have_text("The stage: 64 requests, decoding together")
     expect(page.locator("#stage-note")).to_contain_text("200 tokens of context")
     expect(page.locator("#ttft-note")).to_have_text("all 64 prompts in one pass")
+    page.goto("/#step-15")  # the step with the simulator points at its table, not at itself
+    expect(page.locator("#stage-note")).to_contain_text("the simulator's table above")
+    expect(page.locator("#stage-note")).not_to_contain_text("(step 15)")
+
+
+def test_step_eight_switches_the_maths_to_fp8_and_prefill_moves(walker: tuple[Page, int]) -> None:
+    """Step 8: "Switch Maths to fp8 in the playground: TTFT falls ... the roof rises to the
+    fp8 peak": the H100's 1,979 TFLOP/s of dense fp8 over 3.35 TB/s is a ridge of 591."""
+    page, width = walker
+    page.goto("/#step-8")
+    expect(page.locator("body")).to_have_attribute("data-step", "8")
+    expect(page.locator("#ttft")).to_have_text("55.9 ms")
+    before = page.locator("body").get_attribute("data-renders")
+    page.locator("#maths-pills label", has_text="fp8").click()
+    expect(page.locator("body")).not_to_have_attribute("data-renders", before or "")
+    expect(page.locator("#ridge")).to_have_text(f"{1979e12 / 3.35e12:.0f}")
+    ttft = float(page.locator("#ttft").get_attribute("data-value") or "nan")
+    assert ttft < 0.6 * 0.0559  # prefill moved: it is compute-bound, and the maths is twice as fast
+    assert page.evaluate(PROBLEMS) == []
+    page.screenshot(path=str(ARTIFACTS / "walk" / f"{width}px" / "step-08-fp8-maths.png"), full_page=True)

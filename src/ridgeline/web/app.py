@@ -32,6 +32,7 @@ from ridgeline.web.view import (
     MAX_TOKENS,
     MAX_TP,
     NAME,
+    NO_ENGINE,
     State,
     check_model,
     estimate_dict,
@@ -73,8 +74,14 @@ def state_query(
     tp: Annotated[Whole, Query(ge=1, le=MAX_TP, description="Tensor-parallel GPUs.")] = 1,
     preset: str = Query("lesson", max_length=16, pattern=NAME, description="ideal or lesson."),
     maths: str = Query("bf16", max_length=16, pattern=NAME, description="Arithmetic dtype."),
+    engine: str = Query(
+        NO_ENGINE,
+        max_length=64,
+        pattern=NAME,
+        description="Engine profile (`ridgeline engines`), or none: the lesson's roofline.",
+    ),
 ) -> State:
-    return State(model, gpu, weights, prompt, output, batch, tp, preset, maths)
+    return State(model, gpu, weights, prompt, output, batch, tp, preset, maths, engine)
 
 
 class StrictJSONResponse(JSONResponse):
@@ -183,6 +190,13 @@ def create_app(allowed_hosts: Collection[str] | None = None) -> FastAPI:
         from ridgeline.describe import describe_gpus
 
         return StrictJSONResponse(describe_gpus())
+
+    @app.get("/api/engines")
+    def api_engines() -> JSONResponse:
+        """Exactly `ridgeline engines --json`."""
+        from ridgeline.describe import describe_engines
+
+        return StrictJSONResponse(describe_engines())
 
     @app.get("/api/models")
     def api_models() -> JSONResponse:

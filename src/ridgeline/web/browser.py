@@ -58,6 +58,13 @@ def models() -> Any:
     return describe_all()
 
 
+def engines() -> Any:
+    """`/api/engines`: exactly `ridgeline engines --json`."""
+    from ridgeline.describe import describe_engines
+
+    return describe_engines()
+
+
 def lesson_outline() -> Any:
     """`/api/lesson`: the steps, their sections and takeaways."""
     return lesson.outline()
@@ -114,6 +121,7 @@ def _whole(n: Any) -> int:
 CALLS: dict[str, Callable[..., Any]] = {
     "playground": playground,
     "models": models,
+    "engines": engines,
     "lesson": lesson_outline,
     "step": step,
     "check": check,

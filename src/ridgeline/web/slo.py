@@ -18,7 +18,7 @@ from typing import Any
 
 from ridgeline import metrics
 from ridgeline.errors import RidgelineError
-from ridgeline.web.view import State, machine
+from ridgeline.web.view import NO_ENGINE, State, machine
 
 RATES_PER_S = (0.5, 2.0, 5.0, 8.0, 11.0, 14.0)  # requests a second, offered to one replica
 REQUESTS = 400  # per rate: enough for a p99 over 100 samples (metrics.MIN_SAMPLES)
@@ -32,7 +32,8 @@ MAX_SIMULATED_TOKENS = 32_768  # prompt + output means one run may ask for: a sm
 def key_of(s: State) -> str:
     """What the table depends on: the deployment and the lengths (not the batch: the
     simulator forms its own batches from the arrivals)."""
-    return f"{s.model}|{s.gpu}|{s.weights}|{s.maths}|{s.tp}|{s.preset}|{s.prompt}|{s.output}"
+    deployment = f"{s.model}|{s.gpu}|{s.weights}|{s.maths}|{s.tp}|{s.preset}"
+    return f"{deployment}|{s.prompt}|{s.output}" + ("" if s.engine == NO_ENGINE else f"|{s.engine}")
 
 
 def slo_table(s: State) -> dict[str, Any]:
@@ -89,6 +90,7 @@ def _table(s: State) -> dict[str, Any]:
             "maths": m.prec.maths,
             "tp": m.par.tp,
             "preset": s.preset,
+            "engine": None if m.engine is None else m.engine.label,
         },
         "workload": {
             "requests": REQUESTS,

@@ -14,12 +14,14 @@ from functools import lru_cache
 from typing import Any
 
 from ridgeline.deployment import Deployment
+from ridgeline.engines import engines
 from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.ledger import TRAINING_BYTES_PER_PARAM, training_flops_per_token
 from ridgeline.models import catalogue_names
 from ridgeline.points import attainable_flops
 from ridgeline.predict import estimate_on
 from ridgeline.request import compute_bound_tokens
+from ridgeline.roofline import pass_rates
 from ridgeline.step import decode_step
 
 # The chart's roofs are drawn between these intensities (FLOPs per byte); the page clips.
@@ -30,7 +32,13 @@ MAX_TOKENS = 1_000_000  # prompt or output; the model's context caps them furthe
 MAX_BATCH = 4096
 MAX_TP = 64
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._\-]*$"  # catalogue names: no paths, no URLs
-MAX_NAME = {"model": 64, "gpu": 64, "weights": 16, "preset": 16, "maths": 16}
+MAX_NAME = {"model": 64, "gpu": 64, "weights": 16, "preset": 16, "maths": 16, "engine": 64}
+# The engine a state names when it names none: the lesson's plain roofline, the preset's flat
+# fractions of peak. Any other name is an engine profile's (`ridgeline engines`).
+NO_ENGINE = "none"
+# A pass this large fills the tensor cores: where an engine profile's roof is read (as
+# Deployment.effective_ridge reads it).
+LARGE_PASS_TOKENS = 1e9
 # A scheduler runs a batch's prompts in chunks of at most this many tokens a step (vLLM's
 # default max_num_batched_tokens, as simulate.EngineConfig); the estimate runs them as one.
 CHUNK_TOKENS = 8192
@@ -52,6 +60,7 @@ class State:
     tp: int = 1
     preset: str = "lesson"
     maths: str = "bf16"
+    engine: str = NO_ENGINE
 
 
 STATE_KEYS = tuple(f.name for f in fields(State))
@@ -102,11 +111,46 @@ def check_model(name: str) -> str:
     return name.lower()
 
 
+def check_engine(name: str) -> str | None:
+    """An engine profile's name (the package's or the user's own files'), or None for the
+    lesson's roofline. Only names: a query string never names a profile's file."""
+    if name.lower() == NO_ENGINE:
+        return None
+    known = engines()
+    if name.lower() not in known:
+        raise unknown_name("engine", name, [NO_ENGINE, *known], "ridgeline engines")
+    return name.lower()
+
+
 @lru_cache(maxsize=512)
 def machine(s: State) -> Deployment:
     return Deployment.build(
-        check_model(s.model), s.gpu, weights=s.weights, maths=s.maths, tp=s.tp, preset=s.preset
+        check_model(s.model),
+        s.gpu,
+        weights=s.weights,
+        maths=s.maths,
+        tp=s.tp,
+        preset=s.preset,
+        engine=check_engine(s.engine),
     )
+
+
+def reach(m: Deployment) -> tuple[float, float]:
+    """The dashed roof: (FLOP/s, bytes/s) the kernels reach. The preset's flat fractions of
+    the peaks, or, with an engine profile, the rates it gives a large pass (its matmuls'
+    FLOP/s, its weight reads' bytes/s: where `Deployment.effective_ridge` puts the corner)."""
+    if m.engine is None:
+        return m.eff.compute * m.peak_flops, m.eff.bandwidth * m.hw.bandwidth_bytes_per_s
+    r = pass_rates(m, LARGE_PASS_TOKENS)
+    return float(r.linear_flops_per_s), float(r.weight_bytes_per_s)
+
+
+def attainable(m: Deployment, intensity: float) -> float:
+    """The dashed roof at an intensity: `points.attainable_flops`, or an engine's."""
+    if m.engine is None:
+        return attainable_flops(m, intensity)
+    flops_per_s, bytes_per_s = reach(m)
+    return min(flops_per_s, bytes_per_s * intensity)
 
 
 @lru_cache(maxsize=512)
@@ -115,9 +159,9 @@ def estimate_dict(s: State) -> dict[str, Any]:
     return estimate_on(machine(s), prompt=s.prompt, output=s.output, batch=s.batch).to_dict()
 
 
-def _point(m: Any, phase: dict[str, Any]) -> dict[str, Any]:
+def _point(m: Deployment, phase: dict[str, Any]) -> dict[str, Any]:
     i = phase["intensity"]
-    return {"intensity": i, "attainable_flops": attainable_flops(m, i), "bound": phase["bound"]}
+    return {"intensity": i, "attainable_flops": attainable(m, i), "bound": phase["bound"]}
 
 
 def training_point(m: Deployment) -> dict[str, Any]:
@@ -131,7 +175,7 @@ def training_point(m: Deployment) -> dict[str, Any]:
     return {
         "tokens": tokens,
         "intensity": intensity,
-        "attainable_flops": attainable_flops(m, intensity),
+        "attainable_flops": attainable(m, intensity),
         "bound": bound,
     }
 
@@ -145,17 +189,20 @@ def roofline_dict(s: State) -> dict[str, Any]:
     m = machine(s)
     ideal = m.at_peak()
     prefill_tokens = s.batch * s.prompt
+    flops_per_s, bytes_per_s = reach(m)
+    engine = None
+    if m.engine is not None:
+        engine = {"name": m.engine.name, "label": m.engine.label, "band": bool(e["uncertainty"])}
     return {
         "peak_flops": m.peak_flops,
         "bandwidth_bytes_per_s": m.hw.bandwidth_bytes_per_s,
         "ridge": m.ridge,
         "effective_ridge": m.effective_ridge,
-        "compute_eff": m.eff.compute,
-        "bandwidth_eff": m.eff.bandwidth,
+        "compute_eff": flops_per_s / m.peak_flops,
+        "bandwidth_eff": bytes_per_s / m.hw.bandwidth_bytes_per_s,
+        "engine": engine,  # the profile whose rates set the dashed roof, or None: the preset's
         "roof": [[i, attainable_flops(ideal, i)] for i in (INTENSITY_MIN, ideal.ridge, INTENSITY_MAX)],
-        "effective_roof": [
-            [i, attainable_flops(m, i)] for i in (INTENSITY_MIN, m.effective_ridge, INTENSITY_MAX)
-        ],
+        "effective_roof": [[i, attainable(m, i)] for i in (INTENSITY_MIN, m.effective_ridge, INTENSITY_MAX)],
         "prefill": {"tokens": prefill_tokens, **_point(m, e["prefill"])},
         # decode steps run at contexts prompt .. prompt + output - 1 for every user
         "decode": {

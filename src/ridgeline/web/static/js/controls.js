@@ -31,9 +31,10 @@ const LADDERS = {
   batch: batchLadder(4096),
 };
 
+// engine "none": the lesson's plain roofline (the preset's flat fractions of peak)
 const DEFAULTS = {
   model: "llama-3.1-8b", gpu: "h100-sxm", weights: "bf16", maths: "bf16",
-  prompt: 2000, output: 500, batch: 1, tp: 1, preset: "lesson",
+  prompt: 2000, output: 500, batch: 1, tp: 1, preset: "lesson", engine: "none",
 };
 
 const form = () => document.getElementById("controls");
@@ -77,8 +78,20 @@ export function setState(state) {
   setSelect("model", s.model);
   setSelect("tp", s.tp);
   setSelect("preset", s.preset);
+  setSelect("engine", s.engine);
   for (const name of ["prompt", "output", "batch"]) setSlider(name, s[name]);
   current = s;
+  showEngine();
+}
+
+// An engine profile sets every rate itself, so the preset's kernels have no say while one is chosen.
+function showEngine() {
+  const preset = document.getElementById("preset");
+  const engine = current.engine !== "none";
+  preset.disabled = engine;
+  preset.title = engine
+    ? "The engine profile's rates replace the preset's: choose engine none to use it"
+    : "lesson: kernels reach 60% of peak FLOP/s and 80% of bandwidth; ideal: 100% of both";
 }
 
 let current = { ...DEFAULTS };
@@ -98,12 +111,22 @@ function readForm() {
     model: document.getElementById("model").value,
     tp: Number(document.getElementById("tp").value),
     preset: document.getElementById("preset").value,
+    engine: document.getElementById("engine").value,
   };
   for (const name of ["prompt", "output", "batch"]) {
     const n = Number(document.getElementById(name).value);
     if (Number.isInteger(n) && n >= 1) next[name] = n;
   }
   return next;
+}
+
+// The engine menu: none (the lesson's roofline), then each profile by its label.
+export function fillEngines(profiles) {
+  const select = document.getElementById("engine");
+  const chosen = select.value;
+  const options = Object.entries(profiles).map(([name, p]) => new Option(p.label || name, name));
+  select.replaceChildren(new Option("none (plain roofline)", "none"), ...options);
+  select.value = chosen in profiles ? chosen : "none";
 }
 
 export function fillModels(names) {
@@ -139,6 +162,7 @@ export function wireControls(onChange) {
   form().addEventListener("change", (event) => {
     if (event.target.type === "range" || event.target.type === "number") return;
     current = readForm();
+    showEngine();
     onChange(getState());
   });
   form().addEventListener("submit", (event) => event.preventDefault());

@@ -11,6 +11,13 @@ export function seconds(s) {
   return `${g3(s * 1e6)} µs`;
 }
 
+// A band of two times, as the command line writes it: "42–57 ms", or "980 ms–1.2 s".
+export function span(lo, hi) {
+  const [a, unitA] = seconds(lo).split(" ");
+  const [b, unitB] = seconds(hi).split(" ");
+  return unitA === unitB ? `${a}–${b} ${unitB}` : `${seconds(lo)}–${seconds(hi)}`;
+}
+
 export function whole(x) {
   return Math.round(x).toLocaleString("en-US");
 }

@@ -2,7 +2,7 @@
 
 import { api, backend } from "./api.js";
 import { drawRoofline } from "./chart.js";
-import { fillModels, getState, setState, wireControls } from "./controls.js";
+import { fillEngines, fillModels, getState, setState, wireControls } from "./controls.js";
 import { linkFilm } from "./film.js";
 import { fitFormulas, startLesson } from "./lesson.js";
 import { describeChart, drawReadouts } from "./readouts.js";
@@ -63,7 +63,7 @@ async function updateSlo(state) {
 function draw(data) {
   const { estimate, roofline } = data;
   last = data;
-  drawReadouts(estimate, roofline);
+  drawReadouts(estimate, roofline, { slo: shows.includes("slo") });
   drawRoofline(document.getElementById("roofline"), roofline, estimate, { training: shows.includes("training") });
   describeChart(roofline, estimate);
   playStage(document.getElementById("stage"), estimate, roofline);
@@ -97,6 +97,7 @@ async function boot() {
     schedule();
   });
   api.models().then((models) => fillModels(models.map((m) => m.name))).catch(() => {});
+  api.engines().then(fillEngines).catch(() => {});
   document.body.dataset.ready = "true";
 }
 

@@ -1,6 +1,6 @@
 // The readouts: times, rates, intensities, bounds and the memory plan, as the server sent them.
 
-import { g3, gigabytes, oneDecimal, percent, seconds, whole } from "./format.js";
+import { g3, gigabytes, oneDecimal, percent, seconds, span, whole } from "./format.js";
 
 function put(id, textValue, value) {
   const node = document.getElementById(id);
@@ -8,13 +8,15 @@ function put(id, textValue, value) {
   if (value !== undefined) node.dataset.value = String(value);
 }
 
-export function drawReadouts(e, r) {
+export function drawReadouts(e, r, { slo = false } = {}) {
   put("ttft", seconds(e.ttft_s), e.ttft_s);
   const i = e.inputs;
   // Batched prefill: the estimate runs every prompt as one pass, so TTFT is the whole batch's.
   put("ttft-note", i.batch > 1 ? `all ${whole(i.batch)} prompts in one pass` : "");
   put("tpot-note", i.batch > 1 ? `each of ${whole(i.batch)} users` : "");
   put("tpot", seconds(e.tpot_s), e.tpot_s);
+  drawBand("ttft", e, r);
+  drawBand("tpot", e, r);
   put("tps-user", whole(e.tokens_per_s), e.tokens_per_s);
   put("tps-total", whole(e.batch_tokens_per_s), e.batch_tokens_per_s);
   put("ridge", whole(e.ridge), e.ridge);
@@ -26,7 +28,7 @@ export function drawReadouts(e, r) {
   put("decode-bound", e.decode.bound);
   put("prefill-attention", percent(e.prefill.attention_share), e.prefill.attention_share);
   put("decode-attention", percent(e.decode.attention_share), e.decode.attention_share);
-  drawStageNote(e, r);
+  drawStageNote(e, r, slo);
   drawMemory(e.memory, e.inputs);
   const explain = document.getElementById("explain");
   explain.replaceChildren(...e.explain.map((line) => {
@@ -36,8 +38,19 @@ export function drawReadouts(e, r) {
   }));
 }
 
+// An engine profile's band: the p10 to p90 of measured / predicted its corpus left.
+function drawBand(key, e, r) {
+  const node = document.getElementById(`${key}-band`);
+  const band = e.uncertainty?.[`${key}_s`];
+  node.hidden = !band;
+  node.textContent = band ? `p10–p90: ${span(band[0], band[1])}` : "";
+  node.title = band ? `${r.engine.label}'s profile: the p10 and p90 of measured over predicted in its held-out measurements` : "";
+  if (band) node.dataset.value = JSON.stringify(band);
+  else delete node.dataset.value;
+}
+
 // Where the stage's numbers hold: each user's context, and what a batched prefill means.
-function drawStageNote(e, r) {
+function drawStageNote(e, r, slo) {
   const i = e.inputs;
   const note = document.getElementById("stage-note");
   if (i.batch <= 1) {
@@ -53,7 +66,8 @@ function drawStageNote(e, r) {
     `${whole(r.prefill.tokens)} tokens, so every user waits the whole ${seconds(e.ttft_s)} for a first token. ` +
     `A server's scheduler runs it in ${whole(r.prefill_chunks)} chunk${r.prefill_chunks > 1 ? "s" : ""} of up to ` +
     `${whole(r.prefill_chunk_tokens)} tokens between decode steps, so the first users start sooner; ` +
-    `ridgeline's serving simulator (step 15) shows the TTFT users feel.`;
+    (slo ? "the simulator's table above shows the TTFT users feel."
+      : "ridgeline's serving simulator (step 15) shows the TTFT users feel.");
 }
 
 function drawMemory(m, inputs) {
@@ -99,8 +113,12 @@ export function describeChart(r, e) {
   caption.textContent =
     `${e.gpu.label}: ${whole(r.peak_flops / 1e12)} TFLOP/s (${e.inputs.maths}), ` +
     `${g3(r.bandwidth_bytes_per_s / 1e12)} TB/s. ` +
-    `Solid roof: 100% of peak. Dashed: what the kernels reach ` +
-    `(${pct(r.compute_eff)} of FLOP/s, ${pct(r.bandwidth_eff)} of bandwidth).`;
+    `Solid roof: 100% of peak. ` +
+    (r.engine
+      ? `Dashed: what ${r.engine.label}'s profile reaches on a large pass (${pct(r.compute_eff)} of FLOP/s ` +
+        `for its matmuls, ${pct(r.bandwidth_eff)} of bandwidth for its weight reads); its fixed costs ` +
+        `per step add to the times.`
+      : `Dashed: what the kernels reach (${pct(r.compute_eff)} of FLOP/s, ${pct(r.bandwidth_eff)} of bandwidth).`);
   document.getElementById("chart-desc").textContent =
     `Ridge at ${whole(r.ridge)} FLOPs per byte. Prefill of ${whole(r.prefill.tokens)} tokens at ` +
     `${whole(r.prefill.intensity)} FLOPs per byte is ${r.prefill.bound}-bound; decode at batch ` +

@@ -53,7 +53,8 @@ export function drawSlo(table, message) {
   caption.textContent =
     `${whole(w.requests)} chat requests, prompts around ${whole(w.prompt_mean)} tokens and answers around ` +
     `${whole(w.output_mean)} (${w.lengths}), arriving at random (Poisson) on one ${d.gpu_label}` +
-    `${d.tp > 1 ? ` × ${d.tp}` : ""} with ${d.model} in ${d.weights}: continuous batching, prompts in ` +
+    `${d.tp > 1 ? ` × ${d.tp}` : ""} with ${d.model} in ${d.weights}${d.engine ? `, priced by ${d.engine}'s profile` : ""}: ` +
+    `continuous batching, prompts in ` +
     `chunks, a paged KV cache. SLO: p99 TTFT ≤ ${seconds(table.slo.ttft_p99_s)}, ` +
     `p99 TPOT ≤ ${seconds(table.slo.tpot_p99_s)}.`;
   body.replaceChildren(...table.rows.map((r) => {

@@ -1,0 +1,224 @@
+"""The playground's engine menu: an engine profile's rates instead of the lesson's plain
+roofline, chosen by name, passed through the state to the core, its band shown when the
+profile has one. No engine ("none") is the lesson as it was.
+
+The profile here is the lesson's roofline plus 2 ms a step: the preset's 60% of peak FLOP/s
+and 80% of bandwidth for every term, no small-matmul penalty, and a fixed cost of 2 ms on
+every pass. So by arithmetic alone its TTFT and TPOT are the lesson's plus 2 ms, and its
+band is the lesson's times its p10 and p90.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from playwright.sync_api import Browser, Page, expect
+
+import ridgeline
+from ridgeline.deployment import Deployment
+from ridgeline.engines import engines
+from ridgeline.predict import estimate_on
+from ridgeline.web.app import create_app
+from test_web_e2e import ARTIFACTS, browser, free_port  # noqa: F401  (fixture)
+
+NAME = "web-test-overhead"
+LABEL = "Roofline + 2 ms"
+OVERHEAD_S = 0.002
+PREFILL_BAND = (0.9, 1.2)
+DECODE_BAND = (0.8, 1.25)
+PROFILE = f"""
+[{NAME}]
+label = "{LABEL}"
+source = "tests/test_web_engines.py"
+compute = {{ gemm = {{ bf16 = 0.6, fp8 = 0.6 }}, half_m_tokens = 0.0, attention = 0.6 }}
+memory = {{ weights = {{ w16 = 0.8, w8 = 0.8, w4 = 0.8 }}, kv = 0.8 }}
+overhead = {{ fixed_s = {OVERHEAD_S} }}
+vendor = {{ nvidia = 1.0 }}
+uncertainty = {{ prefill = {list(PREFILL_BAND)}, decode = {list(DECODE_BAND)} }}
+"""
+# The lesson's stage (golden: 55.9 ms to the first token, 6.1 ms a token)
+STAGE_TTFT_S = 0.0559
+STAGE_TPOT_S = 0.0061
+
+
+@pytest.fixture(scope="module")
+def profile_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("engines") / "engines.toml"
+    path.write_text(PROFILE, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def client(profile_file: Path, monkeypatch: pytest.MonkeyPatch) -> TestClient:
+    monkeypatch.setenv("RIDGELINE_ENGINES", str(profile_file))
+    return TestClient(create_app(allowed_hosts={"testserver"}))
+
+
+def test_no_engine_is_the_lesson_as_it_was(client: TestClient) -> None:
+    plain = client.get("/api/playground").json()
+    named = client.get("/api/playground", params={"engine": "none"}).json()
+    assert plain == named
+    assert plain["estimate"]["ttft_s"] == pytest.approx(STAGE_TTFT_S, abs=5e-5)
+    assert plain["estimate"]["tpot_s"] == pytest.approx(STAGE_TPOT_S, abs=5e-5)
+    assert plain["estimate"]["uncertainty"] is None
+    assert plain["roofline"]["engine"] is None
+    assert (plain["roofline"]["compute_eff"], plain["roofline"]["bandwidth_eff"]) == (0.6, 0.8)
+
+
+def test_an_engines_overhead_makes_every_step_slower_by_it(client: TestClient) -> None:
+    """The profile is the lesson's roofline plus 2 ms a pass: TTFT and TPOT gain 2 ms."""
+    plain = client.get("/api/estimate").json()
+    r = client.get("/api/estimate", params={"engine": NAME})
+    assert r.status_code == 200
+    e = r.json()
+    assert e["tpot_s"] == pytest.approx(plain["tpot_s"] + OVERHEAD_S, rel=1e-9)
+    assert e["ttft_s"] == pytest.approx(plain["ttft_s"] + OVERHEAD_S, rel=1e-9)
+    assert e["tpot_s"] == pytest.approx(STAGE_TPOT_S + OVERHEAD_S, abs=5e-5)
+
+
+def test_the_band_is_the_profiles_p10_and_p90(client: TestClient) -> None:
+    data = client.get("/api/playground", params={"engine": NAME}).json()
+    e, chart = data["estimate"], data["roofline"]
+    assert e["uncertainty"]["tpot_s"] == pytest.approx([e["tpot_s"] * x for x in DECODE_BAND])
+    assert e["uncertainty"]["ttft_s"] == pytest.approx([e["ttft_s"] * x for x in PREFILL_BAND])
+    assert chart["engine"] == {"name": NAME, "label": LABEL, "band": True}
+    # its rates are the lesson preset's, so the dashed roof is too
+    assert chart["compute_eff"] == pytest.approx(0.6) and chart["bandwidth_eff"] == pytest.approx(0.8)
+    assert chart["effective_ridge"] == pytest.approx(0.6 * 989e12 / (0.8 * 3.35e12))
+
+
+def test_the_simulators_table_is_priced_by_the_engine(client: TestClient) -> None:
+    """Step 15's table, with the profile that adds 2 ms to every pass: every p50 TPOT is
+    slower than the plain roofline's, and the table names the engine."""
+    plain = client.get("/api/slo").json()
+    priced = client.get("/api/slo", params={"engine": NAME}).json()
+    assert plain["deployment"]["engine"] is None and priced["deployment"]["engine"] == LABEL
+    for a, b in zip(plain["rows"], priced["rows"], strict=True):
+        assert b["tpot_p50_s"] > a["tpot_p50_s"] + 0.5 * OVERHEAD_S, a["rate_per_s"]
+
+
+@pytest.mark.parametrize("name", sorted(engines()))
+def test_every_packaged_engine_reaches_the_core(client: TestClient, name: str) -> None:
+    """The menu's profiles: the API's estimate is the core's with that engine, and differs
+    from the plain roofline's."""
+    e = client.get("/api/estimate", params={"engine": name, "batch": 8}).json()
+    core = estimate_on(Deployment.build(engine=name), prompt=2000, output=500, batch=8).to_dict()
+    assert e == json.loads(json.dumps(core))
+    assert e["tpot_s"] != pytest.approx(ridgeline.estimate(batch=8).tpot_s, rel=1e-6)
+
+
+def test_the_menu_is_ridgeline_engines_json(client: TestClient) -> None:
+    from ridgeline.describe import describe_engines
+
+    menu = client.get("/api/engines").json()
+    assert menu == json.loads(json.dumps(describe_engines()))
+    assert menu[NAME]["label"] == LABEL and {"vllm", "sglang"} <= set(menu)
+
+
+@pytest.mark.parametrize("endpoint", ["/api/estimate", "/api/playground", "/api/slo"])
+def test_an_unknown_engine_is_a_422_that_names_it(client: TestClient, endpoint: str) -> None:
+    r = client.get(endpoint, params={"engine": "vllmm"})
+    assert r.status_code == 422
+    detail = r.json()["detail"]
+    assert detail.startswith("unknown engine 'vllmm'") and "vllm" in detail and "ridgeline engines" in detail
+
+
+def test_an_engine_is_a_name_never_a_file(
+    client: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI's --engine takes FILE.toml; a query string names a profile and nothing else."""
+    (tmp_path / "mine.toml").write_text(PROFILE.replace(NAME, "mine"), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    for value in ("mine.toml", str(tmp_path / "mine.toml"), "../mine.toml"):
+        r = client.get("/api/estimate", params={"engine": value})
+        assert r.status_code == 422, value
+        assert "\n" not in r.json()["detail"]
+
+
+# --- in the browser ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def engine_server(profile_file: Path) -> Iterator[str]:
+    """`ridgeline web` with the test profile among the user's engines."""
+    port = free_port()
+    env = {**os.environ, "RIDGELINE_ENGINES": str(profile_file)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ridgeline", "web", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(url + "api/lesson", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "ridgeline web did not start"
+            time.sleep(0.1)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms"
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_engine_menu_in_the_page(browser: Browser, engine_server: str, width: int) -> None:  # noqa: F811
+    context = browser.new_context(viewport={"width": width, "height": 900}, base_url=engine_server)
+    page: Page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto("/#step-18")
+    expect(page.locator("body")).to_have_attribute("data-step", "18")
+    engine = page.locator("#engine")
+    expect(engine).to_have_value("none")
+    expect(engine.locator(f"option[value='{NAME}']")).to_have_text(LABEL)
+    expect(page.locator("#tpot")).to_have_text("6.1 ms")
+    expect(page.locator("#tpot-band")).to_be_hidden()
+
+    engine.select_option(NAME)
+    plain = ridgeline.estimate()
+    expect(page.locator("#tpot")).to_have_text(ms(plain.tpot_s + OVERHEAD_S))
+    lo, hi = ((plain.tpot_s + OVERHEAD_S) * x * 1e3 for x in DECODE_BAND)
+    expect(page.locator("#tpot-band")).to_have_text(f"p10–p90: {lo:.3g}–{hi:.3g} ms")
+    expect(page.locator("#ttft-band")).to_be_visible()
+    expect(page.locator("#preset")).to_be_disabled()  # the profile sets the rates
+    expect(page.locator("#chart-caption")).to_contain_text(f"{LABEL}'s profile")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"engine-menu-{width}px.png"), full_page=True)
+
+    engine.select_option("vllm")  # a packaged profile: its band when its corpus gave it one
+    vllm = estimate_on(Deployment.build(engine="vllm"), prompt=2000, output=500, batch=1)
+    expect(page.locator("#tpot")).to_have_text(ms(vllm.tpot_s))
+    if vllm.uncertainty:
+        lo, hi = (x * 1e3 for x in vllm.uncertainty["tpot_s"])
+        expect(page.locator("#tpot-band")).to_have_text(f"p10–p90: {lo:.3g}–{hi:.3g} ms")
+    else:
+        expect(page.locator("#tpot-band")).to_be_hidden()
+
+    page.keyboard.press("Escape")
+    page.locator("#prev").click()  # a step sets its whole state: no engine again
+    expect(page.locator("body")).to_have_attribute("data-step", "17")
+    expect(engine).to_have_value("none")
+    expect(page.locator("#preset")).to_be_enabled()
+    expect(page.locator("#tpot")).to_have_text("6.1 ms")
+    context.close()
+    assert errors == []
