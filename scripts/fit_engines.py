@@ -4,6 +4,7 @@ src/ridgeline/data/corpus/cv.json (the accuracy test and benchmark read them).
 
     python scripts/fit_engines.py            # fit and report, write nothing
     python scripts/fit_engines.py --write    # fit and write both files
+    python scripts/fit_engines.py --reuse --write   # write from the last fit, not refitting
 
 The priors are data/corpus/priors.toml: a refit starts from them, never from its own
 last output. Each engine is fitted on its own rows; the engines run in parallel, one
@@ -30,6 +31,7 @@ from ridgeline.engines import EngineProfile, profile_from_entry, profile_to_toml
 
 ENGINES_TOML = ROOT / "src" / "ridgeline" / "data" / "engines.toml"
 CV_JSON = ROOT / "src" / "ridgeline" / "data" / "corpus" / "cv.json"
+CACHE = ROOT / ".cache" / "fit_results.json"  # the last fit, for --reuse (git-ignored)
 PRIORS_TOML = ROOT / "src" / "ridgeline" / "data" / "corpus" / "priors.toml"
 MIN_BAND_ROWS = 6  # fewer held-out rows in an engine's regime: the band pools every engine's
 HEADER = """# Engine profiles: how close to the roofline each serving engine runs (see engines.py for
@@ -86,10 +88,16 @@ def _span(ids: list[str]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--reuse", action="store_true", help=f"reuse the last fit ({CACHE.name}), write from it")
     args = ap.parse_args()
     names = sorted(priors())
-    with ProcessPoolExecutor(max_workers=2) as pool:
-        results = dict(zip(names, pool.map(fit_engine, names), strict=True))
+    if args.reuse:
+        results = json.loads(CACHE.read_text(encoding="utf-8"))
+    else:
+        with ProcessPoolExecutor(max_workers=2) as pool:
+            results = dict(zip(names, pool.map(fit_engine, names), strict=True))
+        CACHE.parent.mkdir(parents=True, exist_ok=True)
+        CACHE.write_text(json.dumps(results), encoding="utf-8")
     rows = {r.id: r for r in corpus.rows()}
     pooled: dict[str, list[float]] = {}
     for res in results.values():
@@ -101,7 +109,7 @@ def main() -> None:
         fitted = fit.with_values(prior, [p for p in fit.PARAMS if p.key in res["params"]], res["x"])
         mine = fit.bands(res["held_out"], [r for r in rows.values() if r.engine == name])
         counts = {g: sum(1 for rid in res["held_out"] if rows[rid].regime == g) for g in mine}
-        band = {g: (mine[g] if counts[g] >= MIN_BAND_ROWS else _pooled(pooled[g])) for g in pooled}
+        band = {g: (mine[g] if counts.get(g, 0) >= MIN_BAND_ROWS else _pooled(pooled[g])) for g in pooled}
         prov = provenance(res, prior)
         for g in band:
             source = (
@@ -120,7 +128,10 @@ def main() -> None:
     print(f"all: {len(every)} rows, held-out median |error| {med:.1%}, worst {worst:.1%}")
     if args.write:
         ENGINES_TOML.write_text("".join(lines).rstrip("\n") + "\n", encoding="utf-8")
-        cv = {name: res["folds"] for name, res in results.items()}
+        cv = {  # four significant figures, as engines.toml
+            name: {g: {k: float(f"{v:.4g}") for k, v in fold.items()} for g, fold in res["folds"].items()}
+            for name, res in results.items()
+        }
         CV_JSON.write_text(json.dumps(cv, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         print(f"wrote {ENGINES_TOML.relative_to(ROOT)} and {CV_JSON.relative_to(ROOT)}")
 

@@ -333,8 +333,10 @@ def _toml_value(v: Any) -> str:
         return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(float(v)) if isinstance(v, float) else str(v)
+    if isinstance(v, float):  # four significant figures: more than any fitted number knows
+        return repr(float(f"{v:.4g}"))
+    if isinstance(v, int):
+        return str(v)
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     text = str(v).replace("\\", "\\\\").replace('"', '\\"')

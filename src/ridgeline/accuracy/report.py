@@ -1,0 +1,90 @@
+"""How close the built-in engine profiles come to the corpus: every row predicted with the
+fitted profile (in-sample) and with the profile fitted without the row's source (held out,
+from `data/corpus/cv.json`), and the error summarised by engine and by regime.
+
+The held-out error is the honest figure: it is what a user's new measurement, from a source
+the fit never saw, should expect. `benchmarks/accuracy.py` prints it; the accuracy test
+asserts it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ridgeline import _files
+from ridgeline.accuracy import corpus, fit
+from ridgeline.accuracy.corpus import Row
+from ridgeline.engines import EngineProfile, builtin_engines
+
+
+@dataclass(frozen=True)
+class Checked:
+    row: Row
+    predicted: float  # with the fitted profile
+    held_out: float  # with the profile fitted without the row's source
+
+    @property
+    def error(self) -> float:
+        return corpus.error(self.row, self.predicted)
+
+    @property
+    def held_out_error(self) -> float:
+        return corpus.error(self.row, self.held_out)
+
+    @property
+    def time_ratio(self) -> float:
+        """Measured time / held-out predicted time (a rate's ratio turned over)."""
+        return math.exp(fit.time_ratio(self.row, math.log(self.held_out / self.row.measured)))
+
+
+@lru_cache(maxsize=1)
+def folds() -> dict[str, dict[str, dict[str, float]]]:
+    """engine -> source left out -> the parameters fitted without it."""
+    data = json.loads(_files.package_text("corpus", "cv.json"))
+    return {str(e): {str(g): dict(v) for g, v in by.items()} for e, by in data.items()}
+
+
+def fold_profile(profile: EngineProfile, values: dict[str, float]) -> EngineProfile:
+    for key, value in values.items():
+        profile = fit.put(profile, key, value)
+    return profile
+
+
+def check(
+    rows: Iterable[Row] | None = None, profiles: dict[str, EngineProfile] | None = None
+) -> list[Checked]:
+    """Each row predicted in-sample and held out."""
+    profiles = profiles or builtin_engines()
+    cv = folds()
+    out = []
+    for row in corpus.rows() if rows is None else rows:
+        p = profiles[row.engine]
+        held = fold_profile(p, cv.get(row.engine, {}).get(row.group, {}))
+        out.append(Checked(row, corpus.predict(row, p), corpus.predict(row, held)))
+    return out
+
+
+def median_abs(errors: Sequence[float]) -> float:
+    return statistics.median(abs(e) for e in errors)
+
+
+def covered(checked: Sequence[Checked], profiles: dict[str, EngineProfile] | None = None) -> float:
+    """The share of rows whose held-out time ratio lies inside their profile's band."""
+    profiles = profiles or builtin_engines()
+    inside = 0
+    for c in checked:
+        lo, hi = profiles[c.row.engine].uncertainty.get(c.row.regime, (1.0, 1.0))
+        inside += lo <= c.time_ratio <= hi
+    return inside / len(checked)
+
+
+def by(checked: Sequence[Checked], key: str) -> dict[str, list[Checked]]:
+    groups: dict[str, list[Checked]] = {}
+    for c in checked:
+        groups.setdefault(getattr(c.row, key), []).append(c)
+    return dict(sorted(groups.items()))
