@@ -275,3 +275,20 @@ def test_step_eighteen_names_an_engine_and_the_menu_can_choose_it() -> None:
     assert step.compare["vllm"].engine == "vllm" and "vllm" in engines()
     assert step.state.engine == "none"  # every step teaches on the plain roofline
     assert all(s.state.engine == "none" for s in lesson.load_steps())
+
+
+def test_every_placeholder_is_filled_when_the_lesson_loads() -> None:
+    lesson.check_placeholders.cache_clear()
+    assert lesson.check_placeholders() > 100  # the lesson's prose quotes the core everywhere
+
+
+def test_a_broken_placeholder_is_caught_at_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = '+++\ntitle = "x"\nsection = "s"\ntakeaway = "t"\n+++\nTTFT is {{ ttft_ss | ms }}.\n'
+    broken = lesson.parse_step(text, "99-broken.md", 1)
+    monkeypatch.setattr(lesson, "load_steps", lambda: (broken,))
+    lesson.check_placeholders.cache_clear()
+    try:
+        with pytest.raises(RidgelineError, match="placeholder 'ttft_ss' names no value"):
+            lesson.check_placeholders()
+    finally:
+        lesson.check_placeholders.cache_clear()

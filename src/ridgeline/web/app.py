@@ -122,6 +122,7 @@ def create_app(allowed_hosts: Collection[str] | None = None) -> FastAPI:
     """The app, answering only to `allowed_hosts`: `name:port` values as a browser sends
     them in the Host header (`hosts.allowed_hosts(host, port)`; the default is what
     `ridgeline web` serves, 127.0.0.1:8000). Tests pass `{"testserver"}`."""
+    lesson.check_placeholders()  # a broken placeholder stops the server here, not in a learner's page
     app = FastAPI(
         title="ridgeline",
         summary="The cost of an LLM token, from the roofline up: the lesson and its API.",

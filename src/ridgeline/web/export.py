@@ -144,6 +144,7 @@ def simulate_steps() -> dict[str, object]:
     from ridgeline.web import lesson
     from ridgeline.web.slo import key_of, slo_table
 
+    lesson.check_placeholders()  # a broken placeholder fails the export, not the learner's page
     tables: dict[str, object] = {}
     for step in lesson.load_steps():
         if "slo" in step.show:

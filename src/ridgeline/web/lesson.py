@@ -136,6 +136,23 @@ def load_steps() -> tuple[Step, ...]:
     return tuple(parse_step(p.read_text(encoding="utf-8"), p.name, i + 1) for i, p in enumerate(files))
 
 
+@lru_cache(maxsize=1)
+def check_placeholders() -> int:
+    """Fill every placeholder of every step (prose, takeaway, drill) from the core, so a
+    broken one stops the server or the export from starting instead of reaching a learner.
+    Returns the number of placeholders filled."""
+    filled = 0
+    for step in load_steps():
+        texts = [step.body, step.takeaway]
+        if step.drill is not None:
+            texts += [step.drill.question, step.drill.working]
+            lookup(step, step.drill.answer)
+        for text in texts:
+            filled += len(PLACEHOLDER.findall(text))
+            fill(step, text)
+    return filled
+
+
 def get_step(n: int) -> Step:
     steps = load_steps()
     if not 1 <= n <= len(steps):
