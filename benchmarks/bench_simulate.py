@@ -7,7 +7,8 @@ per wall-second. Capacity is measured first, in-process: the completion rate of 
 that always has a queue. Then how the time grows with the number of requests, and with the
 batch (max_num_seqs, each at 80% of its own capacity).
 
-Run: python benchmarks/bench_simulate.py [--quick]   (figures go into the README by hand)
+Run: python benchmarks/bench_simulate.py [--quick] [--requests=1000,100000]
+     (figures go into the README by hand)
 """
 
 from __future__ import annotations
@@ -79,7 +80,27 @@ def run(requests: int, rate: float, repeats: int, max_num_seqs: int = 256) -> di
     }
 
 
-def main(quick: bool = False) -> None:
+def in_process(requests: int, rate: float) -> dict[str, float]:
+    """Where one run's time goes, in-process: the event loop, then the summary (percentiles
+    and their bootstrap, throughput, goodput, utilisation) and, apart, the per-request
+    records that only --out asks for."""
+    from ridgeline.simulate import Lengths, Workload, simulate
+
+    w = Workload(
+        prompt=Lengths("lognormal", 1000, 0.5),
+        output=Lengths("lognormal", 250, 0.5),
+        rate_per_s=rate,
+        requests=requests,
+    )
+    t0 = time.perf_counter()
+    result = simulate(workload=w)
+    t1 = time.perf_counter()
+    result.records  # noqa: B018 (built on first use)
+    t2 = time.perf_counter()
+    return {"requests": requests, "simulate_s": t1 - t0, "records_s": t2 - t1}
+
+
+def main(quick: bool = False, sizes: tuple[int, ...] = ()) -> None:
     repeats = 1 if quick else 3
     capacity = capacity_per_s()
     rate = 0.8 * capacity
@@ -87,8 +108,13 @@ def main(quick: bool = False) -> None:
     cmd = [sys.executable, "-m", "ridgeline", "--help"]
     subprocess.run(cmd, check=True, capture_output=True, preexec_fn=one_core)
     startup_s = time.perf_counter() - t0
+    if sizes:  # just these sizes: `--requests 1000,100000`
+        rows = [run(n, rate, repeats) for n in sizes]
+        split = [in_process(n, rate) for n in sizes]
+        print(json.dumps({"capacity_per_s": capacity, "by_requests": rows, "in_process": split}, indent=2))
+        return
     headline = run(100_000, rate, repeats)
-    by_requests = [run(n, rate, repeats) for n in (10_000, 30_000)] + [headline]
+    by_requests = [run(n, rate, repeats) for n in (1_000, 10_000, 30_000)] + [headline]
     by_batch = []
     for seqs in (32, 64, 128, 256):
         by_batch.append(run(30_000, 0.8 * capacity_per_s(seqs), repeats, seqs))
@@ -100,6 +126,7 @@ def main(quick: bool = False) -> None:
                 "headline": headline,
                 "by_requests": by_requests,
                 "by_max_num_seqs": by_batch,
+                "in_process": [in_process(n, rate) for n in (1_000, 100_000)],
             },
             indent=2,
         )
@@ -107,4 +134,5 @@ def main(quick: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    chosen = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--requests=")), "")
+    main(quick="--quick" in sys.argv, sizes=tuple(int(n) for n in chosen.split(",") if n))

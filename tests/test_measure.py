@@ -35,6 +35,30 @@ def test_sse_events_survive_any_split_of_the_bytes() -> None:
         assert events == ['{"a": 1}', "line one\nline two", "[DONE]"]
 
 
+def test_a_chunked_reply_survives_any_split_of_the_bytes() -> None:
+    """The bare HTTP/1.1 reader finds the same body, and the end of it, wherever the
+    network cuts the reply: in the head, in a chunk-size line, in a payload, in a CRLF."""
+    from ridgeline.measure.wire import _Reply
+
+    events = [b'data: {"choices":[{"text":" a"}]}\n\n', b": ping\n\n", b"data: [DONE]\n\n"]
+    framed = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\nX-Trailer: t\r\n\r\n"
+    reply = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    reply += framed
+
+    async def read(parts: list[bytes]) -> _Reply:
+        conn = _Reply(lambda: 0.0, memoryview(bytearray(64)))
+        conn.begin(0.0, 1.0)
+        for part in parts:
+            conn.data_received(part)
+        return conn
+
+    for cut in range(1, len(reply)):
+        conn = asyncio.run(read([reply[:cut], reply[cut:]]))
+        assert conn.status == 200 and conn.sse and conn.error is None
+        assert b"".join(piece for _, piece in conn.body) == b"".join(events)
+        assert conn.ended and conn.keep  # the whole body read: the connection can serve again
+
+
 def test_only_generated_text_bears_a_token() -> None:
     role = interpret('{"choices": [{"index": 0, "delta": {"role": "assistant"}}]}')[0]
     empty = interpret('{"choices": [{"index": 0, "text": "", "finish_reason": null}]}')[0]

@@ -115,9 +115,9 @@ def test_usage_mistakes_exit_2_with_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "--resume" in proc.stderr
 
 
-def _start(url: str, out: Path) -> subprocess.Popen[str]:
+def _start(url: str, out: Path, *extra: str) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "ridgeline", "measure", url, "--model", "m", "--prompt-tokens", "16"]
-    cmd += ["--output-tokens", "10", "--requests", "8", "--warmup", "0", "--quiet", "--out", str(out)]
+    cmd += ["--output-tokens", "10", "--requests", "8", "--warmup", "0", "--quiet", "--out", str(out), *extra]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -177,3 +177,40 @@ def test_open_loop_keeps_the_schedule_and_counts_the_wait(tmp_path: Path) -> Non
         assert r["send_s"] >= r["arrival_s"] and r["queue_s"] == pytest.approx(r["send_s"] - r["arrival_s"])
     # each request streams for >= 4 x 20 ms, longer than the 20 ms mean gap: later ones wait
     assert recs[-1]["queue_s"] > recs[0]["queue_s"]
+
+
+def test_workers_write_every_record_once_into_the_one_file(tmp_path: Path) -> None:
+    """--workers 3 spreads each point's streams over three processes: the one JSONL holds
+    every request of both points exactly once, whole lines, and the summary counts them."""
+    out = tmp_path / "workers.jsonl"
+    with FaultServer(["ok", "ok_no_usage", "http_503"], tokens=4, interval_s=0.01) as server:
+        proc = measure(server.url, out, "--requests", "9", "--concurrency", "4,2", "--workers", "3", "--json")
+    assert proc.returncode == 1, proc.stderr  # the 503s
+    recs = lines(out)  # every line parses: none torn, none interleaved
+    keys = sorted((r["concurrency"], r["request_id"]) for r in recs)
+    assert keys == [(c, i) for c in (2, 4) for i in range(9)]
+    summary = json.loads(proc.stdout)
+    assert summary["written"] == 18 and summary["overall"]["requests"] == 18
+    assert summary["overall"]["error_kinds"] == {"http 503": 6}
+
+
+def test_workers_stop_on_ctrl_c_and_a_kill_of_the_parent_loses_nothing_finished(tmp_path: Path) -> None:
+    for how in ("interrupt", "kill"):
+        out = tmp_path / f"{how}.jsonl"
+        with FaultServer(["ok"], tokens=10, interval_s=0.03) as server:
+            proc = _start(server.url, out, "--concurrency", "2", "--workers", "2")
+            _wait_for_records(out, 2, proc)
+            proc.send_signal(signal.SIGINT) if how == "interrupt" else proc.kill()
+            _, stderr = proc.communicate(timeout=30)
+            assert proc.returncode == (130 if how == "interrupt" else -signal.SIGKILL), stderr
+            time.sleep(1.0)  # workers of a killed parent see their stdin close, and stop
+            before = lines(out)
+            assert 2 <= len(before) < 8 and all(r["error"] is None for r in before)
+            resumed = measure(
+                server.url, out, "--output-tokens", "10", "--requests", "8", "--concurrency", "2",
+                "--workers", "2", "--resume", "--quiet",
+            )  # fmt: skip
+        assert resumed.returncode == 0, resumed.stderr
+        after = lines(out)
+        assert after[: len(before)] == before
+        assert sorted(r["request_id"] for r in after) == list(range(8))

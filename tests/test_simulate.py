@@ -358,6 +358,30 @@ def test_records_are_the_shared_schema() -> None:
         assert rec["queue_s"] >= 0 and rec["ttft_s"] > rec["queue_s"]
 
 
+KV_SHORT = Workload(prompt=Lengths("fixed", 4000), output=Lengths("fixed", 300), concurrency=48, requests=100)
+
+
+@pytest.mark.parametrize(
+    "workload, slo, engine",
+    [
+        (lognormal(5, 400, seed=3), metrics.Slo(0.1, 0.008, 2.0), EngineConfig()),
+        (fixed(500, 1, concurrency=4, requests=40), metrics.Slo(tpot_s=0.01), EngineConfig()),
+        (KV_SHORT, None, EngineConfig(gpu_memory_utilization=0.35)),  # preemptions
+    ],
+)
+def test_the_summary_from_the_arrays_is_the_summary_of_the_records(
+    workload: Workload, slo: metrics.Slo | None, engine: EngineConfig
+) -> None:
+    """The records are built only when asked for; the summary, computed from the request
+    arrays, is the shared summary of those records to the last digit, bootstrap included."""
+    from ridgeline.simulate import report
+
+    res = simulate(Deployment.build(), workload=workload, engine=engine, slo=slo)
+    assert "records" not in vars(res)  # not built yet
+    of_records = report.summarize(res.records, res.summary["duration_s"], slo)
+    assert {k: res.summary[k] for k in of_records} == of_records
+
+
 def test_user_mistakes_are_one_line_errors() -> None:
     m = Deployment.build()
     for fields, fragment in (

@@ -6,16 +6,21 @@ token-bearing event gives TTFT and the last gives E2E. Parsing waits until the s
 ends, so that under many concurrent streams no stamp waits behind another's parsing.
 Failures do not raise: they come back as an error kind and a short message, so a run
 records them and goes on.
+
+The stream itself goes over `wire.Wire` (bare HTTP/1.1, a few µs a read) unless a proxy in
+the environment covers the URL; then over httpx, which speaks to proxies.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import re
 import ssl
 import time
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -24,6 +29,7 @@ from ridgeline.checks import check_positive
 from ridgeline.errors import RidgelineError
 from ridgeline.measure.redact import Redactor
 from ridgeline.measure.sse import MalformedStream, SseParser, interpret
+from ridgeline.measure.wire import Stamped, Wire, WireError
 
 clock = time.perf_counter  # CLOCK_MONOTONIC on Linux, shared by every process
 
@@ -64,8 +70,10 @@ def check_header(name: str, value: str) -> None:
         )
 
 
-def tls_verify(insecure: bool, ca_bundle: str | None) -> bool | ssl.SSLContext:
-    """What to verify servers' certificates with: nothing, the system's CAs, or a bundle."""
+def tls_verify(insecure: bool, ca_bundle: str | None) -> bool | str:
+    """What to verify servers' certificates with: nothing (False), the system's CAs (True),
+    or a CA bundle, checked now and kept as its path so that an Endpoint pickles (for
+    --workers); `ssl_context` makes the context."""
     from pathlib import Path
 
     if insecure:
@@ -76,14 +84,24 @@ def tls_verify(insecure: bool, ca_bundle: str | None) -> bool | ssl.SSLContext:
     if not p.exists():
         raise RidgelineError(f"--ca-bundle {ca_bundle!r}: file not found; give a PEM file of CA certificates")
     try:
-        if p.is_dir():
-            return ssl.create_default_context(capath=str(p))
-        return ssl.create_default_context(cafile=str(p))
+        ssl_context(str(p))
     except (ssl.SSLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or type(exc).__name__
         raise RidgelineError(
             f"--ca-bundle {ca_bundle!r} holds no CA certificate ssl can load ({reason}); give a PEM file"
         ) from None
+    return str(p)
+
+
+def ssl_context(verify: bool | str | ssl.SSLContext) -> bool | ssl.SSLContext:
+    """`verify` as httpx takes it: a CA bundle's path (a file or a folder) becomes a context."""
+    import os
+
+    if not isinstance(verify, str):
+        return verify
+    if os.path.isdir(verify):
+        return ssl.create_default_context(capath=verify)
+    return ssl.create_default_context(cafile=verify)
 
 
 @dataclass(frozen=True)
@@ -189,10 +207,37 @@ def make_client(ep: Endpoint, connections: int | None) -> Any:
     read_s = ep.read_timeout_s or ep.timeout_s
     return httpx.AsyncClient(
         headers={"Accept-Encoding": "identity"} | ep.headers,  # raw bytes: nothing to decompress
-        verify=ep.verify,
+        verify=ssl_context(ep.verify),
         timeout=httpx.Timeout(ep.timeout_s, connect=ep.connect_timeout_s, read=read_s),
         limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
     )
+
+
+@contextlib.asynccontextmanager
+async def open_streams(ep: Endpoint, client: Any) -> AsyncIterator[Any]:
+    """What `send` streams over: a `Wire` to the endpoint, or `client` (httpx) when a
+    proxy in the environment covers the URL."""
+    if _proxied(ep.url):
+        yield client
+        return
+    silence_s = ep.read_timeout_s or ep.timeout_s
+    wire = Wire(ep.url, ep.headers, ssl_context(ep.verify), ep.connect_timeout_s, silence_s, clock)
+    try:
+        yield wire
+    finally:
+        wire.close()
+
+
+def _proxied(url: str) -> bool:
+    """Whether HTTP(S)_PROXY / ALL_PROXY (less NO_PROXY) send this URL through a proxy."""
+    import urllib.request
+
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    if not (proxies.get(parts.scheme) or proxies.get("all")):
+        return False
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+    return not bypass(parts.hostname or "", proxies)
 
 
 async def _read_capped(response: Any, limit: int = ERROR_BODY_BYTES) -> bytes:
@@ -260,16 +305,44 @@ async def _stream(client: Any, ep: Endpoint, body: dict[str, Any], s: Stream) ->
         await response.aclose()
 
 
-def _parse(s: Stream, arrivals: list[tuple[float, bytes]]) -> None:
+async def _stream_wire(wire: Wire, body: dict[str, Any], s: Stream) -> None:
+    def stamp(now: float) -> None:
+        s.send_s = now
+
+    reply = await wire.exchange(wire.request(body), stamp)
+    status, headers, arrivals, error, sse = reply.status, reply.headers, reply.body, reply.error, reply.sse
+    wire.release(reply)  # the connection may serve another request now: what it read is kept here
+    s.status = status
+    if error is None and status is not None and status >= 400:
+        s.fail(*_http_error(status, b"".join(piece for _, piece in arrivals)[:ERROR_BODY_BYTES]))
+        return
+    if error is None and not sse:
+        s.fail("not streaming", f"the reply is {headers.get('content-type') or 'untyped'}, not SSE")
+        return
+    await wire.backlog.run(_parsing(s, arrivals))  # after the reads already waiting
+    if error is not None:
+        raise error
+
+
+def _parse(s: Stream, arrivals: list[Stamped]) -> None:
     """Events in arrival order, each stamped with the read that completed it."""
+    for _ in _parsing(s, arrivals):
+        pass
+
+
+def _parsing(s: Stream, arrivals: list[Stamped], every: int = 16) -> Iterator[None]:
+    """`_parse` in slices: it pauses after each `every` reads, so a `Backlog` can run the
+    event loop's reads (and stamp them) in between."""
     parser = SseParser()
-    for now, raw in arrivals:
+    for i, (now, raw) in enumerate(arrivals, 1):
         for data in parser.feed(raw):
             if s.first_event_s is None:
                 s.first_event_s = now
             _take(s, data, now)
             if s.done:
                 return
+        if not i % every:
+            yield
     for data in parser.close():
         _take(s, data, arrivals[-1][0])
 
@@ -333,7 +406,10 @@ async def send(client: Any, ep: Endpoint, prompt: str, max_tokens: int) -> Strea
 
     s = Stream(send_s=clock())  # the send, until _stream stamps it exactly
     try:
-        await asyncio.wait_for(_stream(client, ep, ep.body(prompt, max_tokens), s), ep.timeout_s)
+        body = ep.body(prompt, max_tokens)
+        wired = isinstance(client, Wire)
+        streaming = _stream_wire(client, body, s) if wired else _stream(client, ep, body, s)
+        await asyncio.wait_for(streaming, ep.timeout_s)
     except asyncio.TimeoutError:
         s.fail(
             "request timeout",
@@ -341,6 +417,8 @@ async def send(client: Any, ep: Endpoint, prompt: str, max_tokens: int) -> Strea
         )
     except MalformedStream as exc:
         s.fail("malformed SSE", str(exc))
+    except WireError as exc:
+        s.fail(exc.kind, exc.message(len(s.token_times_s)))
     except httpx.HTTPError as exc:
         s.fail(*classify(exc, s, ep))
     except (OSError, ssl.SSLError) as exc:  # a socket error httpx did not wrap

@@ -192,6 +192,9 @@ def measure(
     seed: int = typer.Option(0, "--seed", help="Seed for prompts and arrivals."),
     slo_ttft: Optional[float] = SLO_TTFT,
     slo_tpot: Optional[float] = SLO_TPOT,
+    workers: int = typer.Option(
+        1, "--workers", help="Processes to spread the streams over (one event loop each)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
     as_json: bool = JSON,
 ) -> None:
@@ -204,11 +207,11 @@ def measure(
     from pathlib import Path
 
     from ridgeline._files import loads_json
-    from ridgeline.checks import check_positive, one_line
+    from ridgeline.checks import check_positive, check_size, one_line
     from ridgeline.errors import RidgelineError
     from ridgeline.measure import records, render
     from ridgeline.measure.client import MAX_TIMEOUT_S, Endpoint, tls_verify
-    from ridgeline.measure.run import Hooks, Plan, Stop, Unreachable, run
+    from ridgeline.measure.run import MAX_WORKERS, Hooks, Plan, Stop, Unreachable, run
     from ridgeline.measure.workload import grid
     from ridgeline.metrics import Slo, read_records
 
@@ -242,6 +245,7 @@ def measure(
         _floats("--rate", rate) if rate else None,
     )
     plan = Plan(points, requests, output_tokens, duration, warmup, sweep, burstiness, seed, tokenizer)
+    check_size("--workers", workers, maximum=MAX_WORKERS)
     for flag, objective in (("--slo-ttft-p99", slo_ttft), ("--slo-tpot-p99", slo_tpot)):
         if objective is not None:
             check_positive(flag, objective, hi=MAX_TIMEOUT_S)
@@ -257,7 +261,7 @@ def measure(
     interrupted = False
     dead: Unreachable | None = None
     try:
-        asyncio.run(stop.guard(run(plan, ep, path, resume, hooks)))
+        asyncio.run(stop.guard(run(plan, ep, path, resume, hooks, workers)))
     except KeyboardInterrupt:
         interrupted = True
     except Unreachable as exc:

@@ -9,25 +9,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ridgeline._pyplot import pyplot
 from ridgeline.deployment import Deployment
 from ridgeline.errors import RidgelineError
 from ridgeline.measure.compare import Comparison, Group, predict
 
 
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise RidgelineError("plots need matplotlib: pip install 'ridgeline[plot]'") from None
-    return plt
-
-
 def plot(m: Deployment, c: Comparison, folder: Path) -> list[Path]:
     """ttft_vs_prompt.png and tpot_vs_context.png in `folder`; returns their paths."""
-    plt = _pyplot()
+    plt = pyplot("--plot")
     import numpy as np
 
     try:

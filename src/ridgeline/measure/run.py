@@ -9,10 +9,11 @@ once; if the run is interrupted first, the record is written with the chunk coun
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 from collections import Counter
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from ridgeline.measure.client import (
     classify,
     clock,
     make_client,
+    open_streams,
     send,
 )
 from ridgeline.measure.tokens import Tokenizer, discover, local_tokenizer
@@ -151,7 +153,8 @@ class Writer:
     point_error: str = ""  # the last error message of the point
 
     def write(self, rec: dict[str, Any]) -> None:
-        metrics.append_record(self.handle, rec)
+        if self.handle is not None:  # None: a parent whose workers write
+            metrics.append_record(self.handle, rec)
         self.written += 1
         self.point_written += 1
         if rec.get("error"):
@@ -210,8 +213,10 @@ async def prepare(client: Any, tok: Tokenizer, jobs: list[tuple[Point, int]], se
     return list(await asyncio.gather(*(one(p, r) for p, r in jobs)))
 
 
-async def run(plan: Plan, ep: Endpoint, out: Path, resume: bool, hooks: Hooks) -> int:
-    """Run the plan, appending records to `out`; returns how many this run wrote."""
+async def run(plan: Plan, ep: Endpoint, out: Path, resume: bool, hooks: Hooks, workers: int = 1) -> int:
+    """Run the plan, appending records to `out`; returns how many this run wrote. With
+    `workers` > 1 the streams of each point are spread over that many processes."""
+    check_size("--workers", workers, maximum=MAX_WORKERS)
     earlier = records.prepare_file(out, resume)
     todo = {p: sorted(set(range(plan.requests)) - records.done_ids(earlier, p)) for p in plan.points}
     caps = [p.concurrency for p in plan.points]
@@ -226,25 +231,102 @@ async def run(plan: Plan, ep: Endpoint, out: Path, resume: bool, hooks: Hooks) -
         hooks.on_note(f"preparing {len(jobs)} prompts with the {tok.source} tokenizer")
         prompts = dict(zip(jobs, await prepare(client, tok, jobs, plan.seed), strict=True))
         run_start = clock()
-        with out.open("a", encoding="utf-8") as handle:
-            writer = Writer(handle, hooks)
-            try:
-                for index, point in enumerate(plan.points):
-                    if not todo[point]:
-                        continue
-                    hooks.on_point(index, point, len(todo[point]))
-                    writer.start_point()
-                    for p, rid in warm:
-                        if p == point:
-                            await send(client, ep, prompts[p, rid].text, WARMUP_TOKENS)
-                    run_point = closed_loop if point.rate_per_s is None else open_loop
-                    await run_point(client, ep, tok, plan, point, todo[point], prompts, writer, run_start)
-                    await asyncio.gather(*writer.pending)
-                    if (dead := writer.unreachable(ep, point)) is not None:
-                        raise dead
-            finally:
-                writer.flush_pending()
+        if workers > 1:
+            job = {
+                "ep": ep,
+                "plan": plan,
+                "tok": replace(tok, local=None),
+                "out": str(out),
+                "run_start": run_start,
+            }
+            return await _in_workers(workers, job, plan, ep, todo, prompts, warm, hooks)
+        async with open_streams(ep, client) as streams:
+            with out.open("a", encoding="utf-8") as handle:
+                writer = Writer(handle, hooks)
+                try:
+                    for index, point in enumerate(plan.points):
+                        if not todo[point]:
+                            continue
+                        hooks.on_point(index, point, len(todo[point]))
+                        writer.start_point()
+                        for p, rid in warm:
+                            if p == point:
+                                await send(streams, ep, prompts[p, rid].text, WARMUP_TOKENS)
+                        (share,) = shares(plan, point, todo[point], prompts, 1, clock())
+                        await run_share(streams, client, ep, tok, plan, share, writer, run_start)
+                        if (dead := writer.unreachable(ep, point)) is not None:
+                            raise dead
+                finally:
+                    writer.flush_pending()
     return writer.written
+
+
+@dataclass(frozen=True)
+class Share:
+    """What one process runs of a load point: its requests and their prompts, its part of
+    the concurrency (closed loop: that many in flight; open loop: at most that many, None
+    for no cap) and, open loop, its arrivals on the point's schedule (rid, clock reading)."""
+
+    point: Point
+    prompts: dict[int, Prepared]
+    concurrency: int | None
+    arrivals: list[tuple[int, float]] | None
+    deadline: float  # no request is sent after this clock reading
+
+
+def shares(
+    plan: Plan, point: Point, ids: list[int], prompts: dict[tuple[Point, int], Prepared], n: int, start: float
+) -> list[Share]:
+    """The point split over n processes (fewer when the concurrency is smaller): closed
+    loop, the concurrency as evenly as it goes and the requests dealt in proportion; open
+    loop, the schedule drawn once from `start` and its arrivals dealt in turn."""
+    deadline = start + plan.duration_s if plan.duration_s else math.inf
+    cap = point.concurrency
+    if point.rate_per_s is None:
+        cap = cap or 1
+    used = min(n, cap) if cap else n
+    parts = [cap // used + (i < cap % used) for i in range(used)] if cap else [None] * used
+    if point.rate_per_s is None:
+        owner = [i for i, k in enumerate(parts) for _ in range(k or 0)]  # in-flight slot -> process
+        dealt: list[list[int]] = [[] for _ in range(used)]
+        for k, rid in enumerate(ids):
+            dealt[owner[k % len(owner)]].append(rid)
+        return [
+            Share(point, {rid: prompts[point, rid] for rid in dealt[i]}, parts[i], None, deadline)
+            for i in range(used)
+        ]
+    gaps = arrival_gaps_s(len(ids), point.rate_per_s, plan.burstiness, plan.seed + point.prompt_tokens)
+    dues = list(itertools.accumulate(gaps, initial=start))[1:]
+    schedule = list(zip(ids, dues, strict=True))
+    return [
+        Share(
+            point,
+            {rid: prompts[point, rid] for rid, _ in schedule[i::used]},
+            parts[i],
+            schedule[i::used],
+            deadline,
+        )
+        for i in range(used)
+    ]
+
+
+async def run_share(
+    streams: Any,
+    client: Any,
+    ep: Endpoint,
+    tok: Tokenizer,
+    plan: Plan,
+    share: Share,
+    writer: Writer,
+    run_start: float,
+) -> None:
+    """Send a share's requests, write their records, and wait for any background counts."""
+    finish = _finisher(client, ep, tok, plan, share.point, share.prompts, writer, run_start)
+    if share.arrivals is None:
+        await closed_loop(streams, ep, plan, share, finish, run_start)
+    else:
+        await open_loop(streams, ep, plan, share, finish, run_start)
+    await asyncio.gather(*writer.pending)
 
 
 def _finisher(
@@ -253,14 +335,14 @@ def _finisher(
     tok: Tokenizer,
     plan: Plan,
     point: Point,
-    prompts: dict[tuple[Point, int], Prepared],
+    prompts: dict[int, Prepared],
     writer: Writer,
     run_start: float,
 ) -> Callable[[Stream, int, float], None]:
     """Turn a finished stream into a record: at once when N is known, else after a count."""
 
     def finish(s: Stream, rid: int, arrival_s: float) -> None:
-        prepared = prompts[point, rid]
+        prepared = prompts[rid]
 
         def record(counted: int | None = None) -> dict[str, Any]:
             return records.build(
@@ -297,64 +379,202 @@ def _finisher(
 
 
 async def closed_loop(
-    client: Any,
+    streams: Any,
     ep: Endpoint,
-    tok: Tokenizer,
     plan: Plan,
-    point: Point,
-    ids: list[int],
-    prompts: dict[tuple[Point, int], Prepared],
-    writer: Writer,
+    share: Share,
+    finish: Callable[[Stream, int, float], None],
     run_start: float,
 ) -> None:
     """C workers; each sends its next request the moment its last one finishes."""
-    finish = _finisher(client, ep, tok, plan, point, prompts, writer, run_start)
-    queue = iter(ids)
-    deadline = clock() + plan.duration_s if plan.duration_s else math.inf
+    queue = iter(share.prompts)
 
     async def worker() -> None:
         for rid in queue:
-            if clock() > deadline:
+            if clock() > share.deadline:
                 return
             arrival_s = clock() - run_start
-            s = await send(client, ep, prompts[point, rid].text, plan.max_tokens)
+            s = await send(streams, ep, share.prompts[rid].text, plan.max_tokens)
             finish(s, rid, arrival_s)
 
-    await asyncio.gather(*(worker() for _ in range(point.concurrency or 1)))
+    await asyncio.gather(*(worker() for _ in range(share.concurrency or 1)))
 
 
 async def open_loop(
-    client: Any,
+    streams: Any,
     ep: Endpoint,
-    tok: Tokenizer,
     plan: Plan,
-    point: Point,
-    ids: list[int],
-    prompts: dict[tuple[Point, int], Prepared],
-    writer: Writer,
+    share: Share,
+    finish: Callable[[Stream, int, float], None],
     run_start: float,
 ) -> None:
     """Arrivals on a schedule (gamma gaps at the rate), at most `concurrency` in flight;
     a request that waits for a free slot keeps its scheduled arrival time, so the wait
     shows as queue_s rather than vanishing (coordinated omission)."""
-    finish = _finisher(client, ep, tok, plan, point, prompts, writer, run_start)
-    gate = asyncio.Semaphore(point.concurrency or len(ids) or 1)
-    assert point.rate_per_s is not None
-    gaps = arrival_gaps_s(len(ids), point.rate_per_s, plan.burstiness, plan.seed + point.prompt_tokens)
-    start = clock()
-    deadline = start + plan.duration_s if plan.duration_s else math.inf
+    arrivals = share.arrivals or []
+    gate = asyncio.Semaphore(share.concurrency or len(arrivals) or 1)
 
     async def one(rid: int, arrival: float) -> None:
         async with gate:
-            s = await send(client, ep, prompts[point, rid].text, plan.max_tokens)
+            s = await send(streams, ep, share.prompts[rid].text, plan.max_tokens)
         finish(s, rid, arrival - run_start)
 
     tasks = []
-    due = start
-    for rid, gap in zip(ids, gaps, strict=True):
-        due += gap
-        if due > deadline:
+    for rid, due in arrivals:
+        if due > share.deadline:
             break
         await asyncio.sleep(max(due - clock(), 0.0))
         tasks.append(asyncio.ensure_future(one(rid, due)))
     await asyncio.gather(*tasks)
+
+
+# --- worker processes ------------------------------------------------------------------------
+#
+# With --workers N the parent prepares everything (file, tokenizer, prompts) and then deals
+# each point out as Shares to N processes (`python -c ...workers.main()`), one event loop
+# each. A worker appends its records to the one JSONL itself, each a single O_APPEND write
+# of a whole line, so lines never interleave and a killed parent loses no finished request;
+# it tells the parent of each (error kind, TTFT) to count and show. Workers run in their own
+# session: Ctrl-C and SIGTERM reach the parent, which tells them to stop; they flush what
+# they hold and exit. A worker whose parent vanishes (its stdin closes) does the same.
+#
+# Messages are pickled frames, eight bytes of length first: parent -> worker ("warm",
+# texts), ("share", Share), ("stop",); worker -> parent ("ready",), ("record", slim),
+# ("done",), ("error", text).
+
+MAX_WORKERS = 256
+SLIM_KEYS = ("error", "error_kind", "ttft_s", "e2e_s", "send_s", "output_tokens")
+STOP_GRACE_S = 30.0  # for workers to flush and exit once told to stop
+
+
+def send_frame(stream: Any, message: Any) -> None:
+    import pickle
+
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(len(data).to_bytes(8, "big") + data)
+    stream.flush()
+
+
+def read_frame(stream: Any) -> Any:
+    """The next message, or None at the end of the stream."""
+    import pickle
+
+    head = stream.read(8)
+    if len(head) < 8:
+        return None
+    data = stream.read(int.from_bytes(head, "big"))
+    return pickle.loads(data) if data else None
+
+
+class _Workers:
+    """The parent's side: N processes, a thread per process reading its messages."""
+
+    def __init__(self, n: int, job: dict[str, Any], writer: Writer) -> None:
+        import subprocess
+        import sys
+        import threading
+
+        self.loop = asyncio.get_running_loop()
+        self.writer = writer
+        self.waiting: dict[int, asyncio.Future[None]] = {}
+        self.ready = [self.loop.create_future() for _ in range(n)]
+        self.procs: list[Any] = []
+        self.pumps: list[threading.Thread] = []
+        code = "from ridgeline.measure.workers import main; main()"
+        for i in range(n):
+            proc = subprocess.Popen(
+                [sys.executable, "-c", code],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                start_new_session=True,  # Ctrl-C goes to the parent, which stops the workers
+            )
+            self.procs.append(proc)
+            send_frame(proc.stdin, job)
+            self.pumps.append(threading.Thread(target=self._pump, args=(i,), daemon=True))
+            self.pumps[-1].start()
+
+    def _pump(self, i: int) -> None:
+        stream = self.procs[i].stdout
+        while (message := read_frame(stream)) is not None:
+            self.loop.call_soon_threadsafe(self._deliver, i, message)
+        self.loop.call_soon_threadsafe(self._deliver, i, ("exit",))
+
+    def _deliver(self, i: int, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == "record":
+            self.writer.write(message[1])
+            return
+        futures = [f for f in (self.ready[i], self.waiting.get(i)) if f is not None and not f.done()]
+        if not futures:
+            return
+        if kind in ("ready", "done"):
+            futures[0].set_result(None)
+        else:
+            why = message[1] if kind == "error" else "it stopped unexpectedly"
+            for f in futures:
+                f.set_exception(RuntimeError(f"measuring worker {i + 1}: {why}"))
+
+    async def each(self, messages: dict[int, Any]) -> None:
+        """Send worker i its message and wait until every one has done its part."""
+        for i, message in messages.items():
+            self.waiting[i] = self.loop.create_future()
+            send_frame(self.procs[i].stdin, message)
+        try:
+            await asyncio.gather(*(self.waiting[i] for i in messages))
+        finally:
+            self.waiting.clear()
+
+    async def stop(self) -> None:
+        """Tell every worker to stop, and wait while they flush and exit."""
+        for proc in self.procs:
+            try:
+                send_frame(proc.stdin, ("stop",))
+                proc.stdin.close()
+            except (BrokenPipeError, OSError, ValueError):
+                pass
+
+        def wait() -> None:
+            import subprocess
+
+            for proc in self.procs:
+                try:
+                    proc.wait(STOP_GRACE_S)
+                except subprocess.TimeoutExpired:  # it would not stop
+                    proc.kill()
+                    proc.wait()
+            for pump in self.pumps:
+                pump.join()
+
+        await asyncio.shield(asyncio.to_thread(wait))
+        await asyncio.sleep(0)  # deliver the last messages the pumps read
+
+
+async def _in_workers(
+    n: int,
+    job: dict[str, Any],
+    plan: Plan,
+    ep: Endpoint,
+    todo: dict[Point, list[int]],
+    prompts: dict[tuple[Point, int], Prepared],
+    warm: list[tuple[Point, int]],
+    hooks: Hooks,
+) -> int:
+    writer = Writer(None, hooks)  # the workers write; the parent counts
+    pool = _Workers(n, job, writer)
+    try:
+        await asyncio.gather(*pool.ready)
+        for index, point in enumerate(plan.points):
+            if not todo[point]:
+                continue
+            hooks.on_point(index, point, len(todo[point]))
+            writer.start_point()
+            texts = [prompts[p, rid].text for p, rid in warm if p == point]
+            if texts:
+                await pool.each({0: ("warm", texts)})
+            dealt = shares(plan, point, todo[point], prompts, n, clock() + 0.05)
+            await pool.each({i: ("share", share) for i, share in enumerate(dealt)})
+            if (dead := writer.unreachable(ep, point)) is not None:
+                raise dead
+    finally:
+        await pool.stop()
+    return writer.written

@@ -10,8 +10,7 @@ carries generated text: `choices[].text` (completions) or `choices[].delta.conte
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ridgeline.metrics import MAX_RECORD_TOKENS
 
@@ -25,8 +24,7 @@ class MalformedStream(ValueError):
 QUOTE_CHARS = 4096
 
 
-@dataclass(frozen=True)
-class Chunk:
+class Chunk(NamedTuple):  # a tuple: one is made per event, and a tuple is made fastest
     text: str = ""
     token_bearing: bool = False
     done: bool = False  # the `[DONE]` sentinel
@@ -44,6 +42,16 @@ class SseParser:
         self._data: list[str] = []
 
     def feed(self, raw: bytes) -> list[str]:
+        if (  # the usual read: one whole event of one `data:` line, nothing carried over
+            not self._pending
+            and not self._data
+            and raw[:5] == b"data:"
+            and raw.find(b"\n") == len(raw) - 2
+            and raw[-1:] == b"\n"
+            and b"\r" not in raw
+        ):
+            value = raw[6:-2] if raw[5:6] == b" " else raw[5:-2]
+            return [value.decode("utf-8", "replace")]
         self._pending += raw
         if b"\r" in self._pending:
             self._pending = self._pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
@@ -93,13 +101,28 @@ def _choice_text(choice: dict[str, Any]) -> tuple[str, bool]:
     return text, bool(text) or bool(delta.get("tool_calls"))
 
 
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # json.loads, unwrapped
+
+
+def _loads(data: str) -> Any:
+    """json.loads(data), a microsecond sooner for the usual `{...}` with nothing around it."""
+    if data[:1] == "{" and data[-1:] == "}":
+        try:
+            obj, end = _scan(data, 0)
+        except StopIteration:
+            end = -1
+        if end == len(data):
+            return obj
+    return json.loads(data)
+
+
 def interpret(data: str) -> list[Chunk]:
     """One event's data as chunks. Lenient with servers that put several `data:` lines
     in one event: when the whole does not parse, each line is tried on its own."""
-    if data.strip() == "[DONE]":
+    if len(data) < 32 and data.strip() == "[DONE]":
         return [Chunk(done=True)]
     try:
-        obj = json.loads(data)
+        obj = _loads(data)
     except (ValueError, RecursionError):
         lines = data.split("\n")
         if len(lines) > 1:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -30,8 +32,33 @@ class Result:
     kv: KvCache
     reqs: Requests
     engines: list[Engine]
-    records: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
+    concurrency: int | None = None  # the workload's, as each record names it
+
+    @functools.cached_property
+    def records(self) -> list[dict[str, Any]]:
+        """One flat record per request (metrics.RECORD_KEYS), built on first use, for --out
+        and the accuracy corpus: the summary is computed from the arrays, without them."""
+        return report.make_records(self.reqs, self.machine.ttft_offset_s, self.concurrency)
+
+
+_STEP_MODELS: OrderedDict[int, tuple[Deployment, StepModel]] = OrderedDict()
+STEP_MODELS_KEPT = 256  # deployments whose step model (and its memo of step times) is kept
+
+
+def step_model(m: Deployment) -> StepModel:
+    """The deployment's step model, kept for the deployments run most recently: its memo of
+    step times by token count then serves every run on the same deployment (a plan's trials,
+    a search's points) instead of being filled again by each. A step model is a pure
+    function of its deployment, so a kept one prices every step as a fresh one would."""
+    found = _STEP_MODELS.get(id(m))
+    if found is None or found[0] is not m:
+        found = (m, StepModel(m))
+        _STEP_MODELS[id(m)] = found
+        while len(_STEP_MODELS) > STEP_MODELS_KEPT:
+            _STEP_MODELS.popitem(last=False)
+    _STEP_MODELS.move_to_end(id(m))
+    return found[1]
 
 
 def check_engine(cfg: EngineConfig, replicas: int) -> None:
@@ -39,6 +66,29 @@ def check_engine(cfg: EngineConfig, replicas: int) -> None:
         raise RidgelineError(f"engine must be an EngineConfig, got {type(cfg).__name__}")
     cfg.check()
     check_size("--replicas", replicas, 1, MAX_REPLICAS)
+
+
+def engine_config(
+    m: Deployment,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    block_tokens: int = 16,
+    gpu_memory_utilization: float = 0.9,
+    jump: bool = True,
+) -> EngineConfig:
+    """The engine's knobs: those given, else the deployment's engine profile's scheduler
+    (its policy, max sequences and batched-token budget), else vLLM's defaults."""
+    base = m.engine.scheduler if m.engine is not None else EngineConfig()
+    return EngineConfig(
+        max_num_seqs=base.max_num_seqs if max_num_seqs is None else max_num_seqs,
+        max_num_batched_tokens=(
+            base.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens
+        ),
+        block_tokens=block_tokens,
+        gpu_memory_utilization=gpu_memory_utilization,
+        jump=jump,
+        policy=base.policy,
+    )
 
 
 def check_slo(slo: metrics.Slo | None) -> None:
@@ -118,7 +168,7 @@ def simulate(
                 check_fits(reqs, rid, kv.blocks - pinned, bs)
             return rid
 
-    model = StepModel(m)
+    model = step_model(m)
     engines = [Engine(reqs, model, cfg, kv, pinned, j, follow_up) for j in range(replicas)]
     ids = list(range(len(reqs)))
     span = reqs.arrival_s[-1] - reqs.arrival_s[0] if len(reqs) > 1 else 0.0
@@ -126,7 +176,7 @@ def simulate(
         span = workload.duration_s or 200.0
     run_fleet(engines, ids, "round-robin" if workload.closed else router, progress, max(span / 200, 1e-3))
     if not summarize:
-        return Result(m, kv, reqs, engines)
+        return Result(m, kv, reqs, engines, concurrency=workload.concurrency)
     return summarize_run(m, kv, reqs, engines, workload, cfg, replicas, router, slo)
 
 
@@ -141,9 +191,8 @@ def summarize_run(
     router: str,
     slo: metrics.Slo | None,
 ) -> Result:
-    records = report.make_records(reqs, m.eff.ttft_offset_s, workload.concurrency)
     makespan = max(reqs.finish_s) if len(reqs) else 0.0
-    summary = report.summarize(records, makespan, slo)
+    summary = report.summarize_requests(reqs, m.ttft_offset_s, makespan, slo)
     arrivals = reqs.arrival_s
     offered = workload.rate_per_s if workload.trace is None and not workload.closed else None
     if offered is None and len(reqs) > 1 and arrivals[-1] > arrivals[0]:
@@ -185,7 +234,7 @@ def summarize_run(
         "shared_prefix_tokens": workload.shared_prefix_tokens,
     }
     summary["warnings"] = warnings(summary)
-    return Result(m, kv, reqs, engines, records, summary)
+    return Result(m, kv, reqs, engines, summary, workload.concurrency)
 
 
 def slo_verdict(summary: dict[str, Any], slo: metrics.Slo | None) -> dict[str, Any] | None:
