@@ -94,3 +94,48 @@ def test_estimate_shows_attentions_share_of_prefill() -> None:
     assert " 3% " in prefill_row
     long = cli_json("estimate", "--prompt", "32768", "--output", "1", "--preset", "ideal")
     assert long["prefill"]["attention_share"] == pytest.approx(1 / 3, abs=0.035)
+
+
+def test_a_command_is_built_alone_and_help_lists_every_command() -> None:
+    """Only the command that runs has its options built; `--help` and a typo still see
+    every command, the faces' too."""
+    from ridgeline.cli import _command, app
+
+    assert set(_command(["estimate", "--json"]).commands) == {"estimate"}
+    assert set(_command(["measure"]).commands) == {"measure"}
+    every = set(_command(["--help"]).commands)
+    assert every == set(_command(["estimat"]).commands) == set(_command([]).commands)
+    assert {"estimate", "ops", "simulate", "measure", "web", "film"} <= every
+    assert len(every) == len(app.registered_commands)
+
+
+def test_estimate_json_loads_no_table_library_and_no_arrays() -> None:
+    """`estimate --json` prints JSON: no Rich table, no numpy, no face's engine."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, io, contextlib\n"
+        "from ridgeline.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    rc = main(['estimate', '--json'])\n"
+        "heavy = [m for m in ('rich', 'numpy', 'httpx', 'fastapi', 'uvicorn', 'gguf',"
+        " 'ridgeline.simulate.engine', 'ridgeline.measure.client', 'ridgeline.web.app')"
+        " if m in sys.modules]\n"
+        "print(rc, heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "0 []", out.stderr
+
+
+def test_roofline_json_keeps_its_documented_keys() -> None:
+    """The typed RooflinePoints writes exactly the keys the README lists."""
+    r = cli_json("roofline", "--batch", "8", "--context", "100")
+    point = {"flops", "bytes", "intensity", "attainable_flops", "bound", "time_s"}
+    assert set(r) == {
+        "gpu", "model", "maths", "preset", "peak_flops", "bandwidth_bytes_per_s", "ridge",
+        "effective_ridge", "compute_bound_tokens", "prefill", "decode",
+    }  # fmt: skip
+    assert set(r["prefill"]) == point | {"tokens"} and r["prefill"]["tokens"] == 2000
+    assert set(r["decode"]) == point | {"batch", "context"}
+    assert (r["decode"]["batch"], r["decode"]["context"]) == (8, 100)

@@ -176,7 +176,7 @@ def roofline(
 
     result = roofline_points(model, gpu, maths, prompt, batch, context, preset, gpu_file)
     if as_json:
-        emit_json(result)
+        emit_json(result.to_dict())
         return
     from ridgeline import _render
 
@@ -262,16 +262,32 @@ def fail(message: object) -> None:
     sys.stderr.write(f"ridgeline: error: {one_line(str(message), 600)}\n")
 
 
+def _command(args: list[str]) -> Any:
+    """The click group to run `args` with. Building a command's options costs about a
+    millisecond each, so when the first word names a command the group holds that command
+    alone; otherwise (`--help`, no command, a typo) it holds every command."""
+    import copy
+
+    from typer.main import get_command, get_command_name, get_group
+
+    for info in app.registered_commands:
+        name = info.name or (get_command_name(info.callback.__name__) if info.callback else None)
+        if args and name == args[0]:
+            one = copy.copy(app)
+            one.registered_commands = [info]
+            return get_group(one)
+    return get_command(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI. A user's mistake is one line on stderr and status 2; an interrupt is
     status 130 (SIGTERM: 143); anything else unforeseen is one line and status 1, never a
     traceback."""
     from typer._click import exceptions as click  # typer carries its own click
-    from typer.main import get_command
 
     try:
-        command = _finite_floats(get_command(app))
         args = canonical(sys.argv[1:] if argv is None else list(argv))
+        command = _finite_floats(_command(args))
         if any("\x00" in a for a in args):  # only a caller in-process can pass one; the OS refuses it
             raise RidgelineError("an argument holds a NUL byte, which no file name or value can")
         result = command.main(args=args, standalone_mode=False, prog_name="ridgeline")
@@ -328,10 +344,11 @@ def _register_faces() -> None:
     package's `commands` module, which imports nothing heavy at start-up."""
     from ridgeline.film import commands as film
     from ridgeline.measure import commands as measure
+    from ridgeline.search import commands as search
     from ridgeline.simulate import commands as simulate
     from ridgeline.web import commands as web
 
-    for face in (simulate, measure, web, film):
+    for face in (simulate, search, measure, web, film):
         face.register(app)
 
 

@@ -15,6 +15,7 @@ from ridgeline.options import (
     BANDWIDTH_EFF,
     CALIBRATION,
     COMPUTE_EFF,
+    ENGINE,
     EP,
     GPU,
     GPU_FILE,
@@ -48,9 +49,13 @@ PROMPT_DIST = typer.Option(
 OUTPUT_DIST = typer.Option(
     "fixed", "--output-dist", help="fixed, uniform[:W], lognormal[:SIGMA <= 3] or file:PATH."
 )
-MAX_SEQS = typer.Option(256, "--max-num-seqs", help="Sequences running at once, per replica.")
+MAX_SEQS = typer.Option(
+    None, "--max-num-seqs", help="Sequences running at once, per replica (default 256, or the --engine's)."
+)
 MAX_TOKENS = typer.Option(
-    8192, "--max-num-batched-tokens", help="Token budget of one step (chunked prefill)."
+    None,
+    "--max-num-batched-tokens",
+    help="Token budget of one step, chunked prefill (default 8192, or the --engine's).",
 )
 BLOCK = typer.Option(16, "--block-tokens", help="Tokens per KV-cache block (1 to 1024).")
 UTILIZATION = typer.Option(0.9, "--gpu-memory-utilization", help="Fraction of memory for weights and KV.")
@@ -77,6 +82,7 @@ def simulate(
     gpu_file: Optional[str] = GPU_FILE,
     calibration: Optional[str] = CALIBRATION,
     method: str = METHOD,
+    engine: Optional[str] = ENGINE,
     replicas: int = typer.Option(
         1, "--replicas", help="Identical replicas behind the router (at most 1000)."
     ),
@@ -99,8 +105,8 @@ def simulate(
     output: int = OUTPUT,
     prompt_dist: str = PROMPT_DIST,
     output_dist: str = OUTPUT_DIST,
-    max_num_seqs: int = MAX_SEQS,
-    max_num_batched_tokens: int = MAX_TOKENS,
+    max_num_seqs: Optional[int] = MAX_SEQS,
+    max_num_batched_tokens: Optional[int] = MAX_TOKENS,
     block_tokens: int = BLOCK,
     gpu_memory_utilization: float = UTILIZATION,
     prefix_hit_rate: float = HIT_RATE,
@@ -119,7 +125,7 @@ def simulate(
 ) -> None:
     """Serve a workload on a fleet: continuous batching, paged KV cache, p50/p90/p99."""
     from ridgeline.simulate import output as out_files
-    from ridgeline.simulate.engine import EngineConfig
+    from ridgeline.simulate.run import engine_config
     from ridgeline.simulate.run import simulate as run
 
     if out:
@@ -127,9 +133,9 @@ def simulate(
     d = deployment(
         model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep, preset=preset,
         compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
-        method=method,
+        method=method, engine=engine,
     )  # fmt: skip
-    w = _workload(
+    w = build_workload(
         rate,
         arrival,
         burstiness,
@@ -146,8 +152,8 @@ def simulate(
         prefix_hit_rate,
         shared_prefix,
     )
-    cfg = EngineConfig(
-        max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization, not no_jump
+    cfg = engine_config(
+        d, max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization, not no_jump
     )
     slo = _slo_or_none(slo_ttft_p99, slo_tpot_p99, slo_e2e_p99)
     total = len(w.trace.arrival_s) if w.trace else (w.requests or None)
@@ -180,6 +186,7 @@ def plan(
     gpu_file: Optional[str] = GPU_FILE,
     calibration: Optional[str] = CALIBRATION,
     method: str = METHOD,
+    engine: Optional[str] = ENGINE,
     compare: Optional[str] = typer.Option(
         None, "--compare", help="Rank deployments GPU[:TP[:WEIGHTS]],...: e.g. h100-sxm:1:bf16,h200:1:fp8."
     ),
@@ -195,8 +202,8 @@ def plan(
     output: int = OUTPUT,
     prompt_dist: str = PROMPT_DIST,
     output_dist: str = OUTPUT_DIST,
-    max_num_seqs: int = MAX_SEQS,
-    max_num_batched_tokens: int = MAX_TOKENS,
+    max_num_seqs: Optional[int] = MAX_SEQS,
+    max_num_batched_tokens: Optional[int] = MAX_TOKENS,
     block_tokens: int = BLOCK,
     gpu_memory_utilization: float = UTILIZATION,
     prefix_hit_rate: float = HIT_RATE,
@@ -219,10 +226,10 @@ def plan(
 ) -> None:
     """The highest rate per replica inside a p99 SLO; replicas, GPUs and $ per million tokens."""
     from ridgeline.simulate import plan as planner
-    from ridgeline.simulate.engine import EngineConfig
+    from ridgeline.simulate.run import engine_config
 
     planner.check_plan(rate, requests, seeds)
-    w = _workload(
+    w = build_workload(
         1.0,
         arrival,
         burstiness,
@@ -246,17 +253,20 @@ def plan(
 
         prompt_lengths, output_lengths = lengths_from_trace(read_trace(trace))
         w = replace(w, prompt=prompt_lengths, output=output_lengths)
-    cfg = EngineConfig(max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization)
     slo = _slo(slo_ttft_p99, slo_tpot_p99, slo_e2e_p99)
     specs = planner.parse_deployments(compare, weights) if compare else [(gpu, tp, weights)]
     planner.check_plan(rate, requests, seeds, len(specs))
     shared: dict[str, Any] = dict(
         maths=maths, kv_dtype=kv_dtype, pp=pp, ep=ep, preset=preset, compute_eff=compute_eff,
-        bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration, method=method,
+        bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration, method=method, engine=engine,
     )  # fmt: skip
     deployments = [  # bad names fail here, before any simulation
         deployment(model, g, weights=wt, tp=t, **shared) for g, t, wt in specs
     ]
+    # every deployment shares the engine profile, so its scheduler's defaults hold for all
+    cfg = engine_config(
+        deployments[0], max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization
+    )
     estimate = len(deployments) * (seeds * 8 + 2)
     with _progress(not as_json, estimate, "planning") as progress:
         ticks = [0]
@@ -280,7 +290,7 @@ def plan(
     render.plans(data, w)
 
 
-def _workload(
+def build_workload(
     rate: Optional[float],
     arrival: str,
     burstiness: float,
@@ -297,6 +307,7 @@ def _workload(
     prefix_hit_rate: float,
     shared_prefix: int,
 ) -> Any:
+    """The Workload the options describe (`simulate`, `plan` and `search` share them)."""
     from ridgeline.errors import RidgelineError
     from ridgeline.simulate.workload import Workload, parse_lengths, read_trace
 

@@ -1,0 +1,261 @@
+"""Where the simulate stage runs: in this process, on a pool of local processes, or as Ray
+tasks on a Ray cluster. Each calls `on_row` with every finished point as it arrives, in
+whatever order the points finish; a point's row depends on the point alone (its seed comes
+from its key), so every executor gives the same rows.
+
+Ctrl-C: pool workers ignore SIGINT; the parent stops waiting, hands on every row already
+finished (`on_row`), stops the workers and re-raises, so no finished point is lost. Ray's
+pending tasks are cancelled the same way.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import re
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ridgeline.errors import RidgelineError
+from ridgeline.search.stage import Context, Task, pool_worker, ray_task, simulate_task
+
+OnRow = Callable[[dict[str, Any]], None]
+MAX_WORKERS = 1024
+RAY_HINT = "pip install 'ridgeline[ray]'"
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Executor:
+    """`local` with `workers` processes (1: this process alone), or `ray` at `address`
+    (auto: the cluster `ray start` left running; local: a Ray started here, on loopback;
+    else HOST:PORT or ray://HOST:PORT)."""
+
+    kind: str = "local"
+    workers: int = 1
+    address: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "workers": self.workers, "address": self.address}
+
+    def run(self, ctx: Context, tasks: Sequence[Task], on_row: OnRow) -> None:
+        if not tasks:
+            return
+        if self.kind == "ray":
+            run_ray(ctx, tasks, on_row, self.address or "auto", self.workers)
+        elif self.workers <= 1 or len(tasks) == 1:
+            for task in tasks:
+                on_row(simulate_task(ctx, task))
+        else:
+            run_pool(ctx, tasks, on_row, min(self.workers, len(tasks)))
+
+
+def make_executor(workers: int | None, ray: str | None) -> Executor:
+    """The executor the options ask for, checked before anything runs."""
+    if workers is not None:
+        from ridgeline.checks import check_size
+
+        check_size("--workers", workers, 1, MAX_WORKERS)
+    if ray is None:
+        return Executor("local", workers if workers is not None else cores())
+    address = check_ray_address(ray)
+    if address != "local" and workers is not None:
+        raise RidgelineError("--workers sets a local pool; on a Ray cluster its CPUs decide: drop --workers")
+    try:
+        import ray as _  # noqa: F401
+    except ImportError:
+        raise RidgelineError(f"--ray needs Ray: {RAY_HINT}") from None
+    return Executor("ray", workers if workers is not None else cores(), address)
+
+
+def check_ray_address(text: str) -> str:
+    """auto, local, HOST:PORT or ray://HOST:PORT; anything else is refused before Ray starts."""
+    value = text.strip() if isinstance(text, str) else ""
+    if value.lower() in ("auto", "local"):
+        return value.lower()
+    rest = value.removeprefix("ray://")
+    host, sep, port = rest.rpartition(":")
+    host = host.strip("[]")
+    ok = bool(sep) and port.isascii() and port.isdigit() and 0 < int(port[:6] or 0) < 65536
+    if ok:
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            ok = bool(_HOST.match(host))
+    if not ok:
+        raise RidgelineError(
+            f"--ray {text!r:.80} is not auto, local, HOST:PORT or ray://HOST:PORT; "
+            "e.g. --ray auto on a node of a cluster started with `ray start --head`"
+        )
+    return value
+
+
+GROUP_POINTS = 8  # points of one deployment handed to a pool worker at once
+
+
+def groups(tasks: Sequence[Task]) -> list[list[Task]]:
+    """The tasks in runs of one deployment, at most GROUP_POINTS a run: a worker then fills
+    its step model of a deployment once for the run (simulate.run.step_model)."""
+    out: list[list[Task]] = []
+    for task in tasks:
+        last = out[-1] if out else None
+        if last and last[0].deployment == task.deployment and len(last) < GROUP_POINTS:
+            last.append(task)
+        else:
+            out.append([task])
+    return out
+
+
+def run_pool(ctx: Context, tasks: Sequence[Task], on_row: OnRow, workers: int) -> None:
+    """`workers` fresh processes (spawned: no lock or thread of this process is copied into
+    them), each given the context once, then runs of one deployment's points from a shared
+    queue; each row comes back the moment its point finishes. A worker that dies (killed,
+    out of memory) stops the search with one line instead of leaving it waiting."""
+    import multiprocessing
+    import queue
+
+    mp = multiprocessing.get_context("spawn")
+    inbox: Any = mp.Queue()
+    outbox: Any = mp.Queue()
+    for group in groups(tasks):
+        inbox.put(group)
+    for _ in range(workers):
+        inbox.put(None)
+    procs = [mp.Process(target=pool_worker, args=(ctx, inbox, outbox), daemon=True) for _ in range(workers)]
+    for proc in procs:
+        proc.start()
+    done = 0
+
+    def take(item: tuple[str, Any]) -> None:
+        nonlocal done
+        kind, value = item
+        if kind == "error":
+            raise RuntimeError(f"a simulate-stage worker failed: {value}")
+        done += 1
+        on_row(value)
+
+    try:
+        try:
+            while done < len(tasks):
+                try:
+                    take(outbox.get(timeout=0.5))
+                except queue.Empty:
+                    dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                    if dead:
+                        raise RuntimeError(
+                            f"a simulate-stage worker died (exit code {dead[0]}); the points it ran are "
+                            "not in the results: --resume runs them again"
+                        ) from None
+        except KeyboardInterrupt:
+            while True:  # every row already back is a finished point: keep it
+                try:
+                    take(outbox.get_nowait())
+                except queue.Empty:
+                    break
+            raise
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for q in (inbox, outbox):
+            q.cancel_join_thread()
+            q.close()
+
+
+def run_ray(ctx: Context, tasks: Sequence[Task], on_row: OnRow, address: str, workers: int) -> None:
+    """Ray tasks, a few per CPU in flight at once; connects to the cluster unless this process
+    already has (then it leaves the connection as it found it)."""
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        connect(ray, address, workers)
+    try:
+        token = uuid.uuid4().hex
+        boxed = [ray.put(ctx)]
+        remote = ray.remote(num_cpus=1)(ray_task)
+        window = max(4, 4 * int(ray.cluster_resources().get("CPU", 1)))
+        pending: list[Any] = []
+        sent = 0
+
+        def top_up() -> None:
+            nonlocal sent
+            while sent < len(tasks) and len(pending) < window:
+                pending.append(remote.remote(boxed, token, tasks[sent]))
+                sent += 1
+
+        top_up()
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                for row in ray.get(done):
+                    on_row(row)
+                top_up()
+        except KeyboardInterrupt:
+            if pending:
+                done, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
+                for row in ray.get(done):
+                    on_row(row)
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Something answers at HOST:PORT, or one line says not (Ray itself would retry for minutes)."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise RidgelineError(
+            f"nothing answers at {address!r} ({exc.strerror or type(exc).__name__}): start the cluster's "
+            "head with `ray start --head` and give its address, or use --ray local or --workers N"
+        ) from None
+
+
+def connect(ray: Any, address: str, workers: int) -> None:
+    """ray.init, with one line for the user when there is no cluster to join."""
+    quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
+    if address not in ("auto", "local"):
+        reachable(address)
+    try:
+        if address == "local":  # a Ray of our own, on loopback only
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            ray.init(
+                address="local",
+                num_cpus=workers,
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                **quiet,
+            )
+        else:
+            ray.init(address=address, **quiet)
+    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RidgelineError(
+            f"cannot join the Ray cluster at {address!r} ({reason[:200]}): start one with "
+            "`ray start --head` (a cluster with token authentication also needs RAY_AUTH_MODE=token "
+            "here), or use --ray local or --workers N"
+        ) from None

@@ -1,0 +1,324 @@
+"""The prune stage: what the core's closed forms rule out before anything is simulated.
+
+A point is removed only when its simulation could not keep it, whatever the seed:
+
+- it does not build (TP that does not divide the heads, an fp8 peak the accelerator lacks,
+  8-bit maths on weights of another width (engines run W8A8, and W16A16, W8A16, W4A16 in
+  bf16), a token budget below the sequence limit, an engine on another vendor's
+  accelerators: TensorRT-LLM on an MI300X);
+- memory: the memory plan leaves no KV cache (`kvcache.kv_cache` fails), the shared prefix
+  fills it, or a request every run surely holds needs more blocks than the cache has (the
+  simulation would refuse the run);
+- latency: even alone on the replica a request misses a target. A request's TTFT is at least
+  its prefill alone (the tokens the prefix cache does not hold, at context 0), plus the
+  engine's first-token offset: chunking, other requests' tokens in the step, a longer
+  context or a preemption only add to each step. Its TPOT is at least the mean of its decode
+  steps alone (`request_timeline`), and its E2E at least TTFT + M x TPOT. With the exact
+  requests (a trace) the bound on a p99 is the p99 of the requests' bounds (each request's
+  value dominates its bound, so every order statistic does); with drawn lengths it is the
+  bound of the least request a draw can give. Under --goodput the bound on attainment is
+  the share of requests whose bounds all meet their targets.
+
+The replicas axis, when auto, starts at the fewest replicas whose fluid capacity carries the
+rate: a step of T tokens takes at least the core's time for T tokens with no context, and a
+replica holds at most min(max_num_seqs, KV tokens / (least prompt + 1)) decoders, so a replica
+serves at most min(budget / t(budget) / (prompt + output), B / t_decode(B) / output) requests
+a second. That sets which counts the space holds; it removes no point of an explicit list.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ridgeline import metrics
+from ridgeline.architecture import Architecture
+from ridgeline.deployment import Deployment
+from ridgeline.engines import EngineProfile, get_engine
+from ridgeline.errors import RidgelineError
+from ridgeline.hardware import Accelerator, get_accelerator
+from ridgeline.ledger import Pass
+from ridgeline.precision import BITS, weight_bits
+from ridgeline.request import request_timeline
+from ridgeline.search.space import AUTO_RUNGS, MAX_REPLICAS, Point, Shape, Space
+from ridgeline.simulate.engine import EngineConfig
+from ridgeline.simulate.kvcache import KvCache, blocks_for, kv_cache
+from ridgeline.simulate.workload import Lengths, Workload, cached_prefix, clip_lengths
+from ridgeline.step import decode_step, prefill_step, price
+
+SLACK = 1e-9  # a bound must beat its target by more than rounding before it removes a point
+# Whose accelerators each built-in engine runs on (the profiles' vendor factors scale rates;
+# they do not say where an engine runs at all). A user's own profile runs anywhere.
+ENGINE_VENDORS = {
+    "vllm": ("nvidia", "amd", "cpu"),
+    "sglang": ("nvidia", "amd"),
+    "trtllm": ("nvidia",),
+    "llamacpp": ("nvidia", "amd", "cpu", "apple"),
+}
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What every run asks of a deployment, known before any run: the requests' lengths
+    (exactly, for a trace; the least a draw can give, for drawn lengths)."""
+
+    prompt: Any  # prompt tokens, numpy array
+    output: Any  # decode steps M
+    new: Any  # prompt tokens computed (the prefix cache holds the rest), at least
+    exact: bool  # the arrays are the run's requests, not the least of a draw
+    sure_tokens: int  # KV tokens (less the shared prefix) that one request of every run holds
+    pinned_blocks: int  # the shared prefix, held once
+    prompt_mean: float
+    output_mean: float
+    new_mean: float
+
+
+def least(lengths: Lengths) -> int:
+    """The least length a draw can give (Lengths.sample rounds and clips to >= 1)."""
+    import numpy as np
+
+    if lengths.kind == "fixed":
+        return lengths.mean
+    if lengths.kind == "uniform":
+        return max(1, int(np.rint(lengths.mean * (1 - lengths.spread))))
+    if lengths.kind == "file":
+        return min(lengths.values)
+    return 1  # lognormal
+
+
+def demand(w: Workload, max_context: int, block_tokens: int) -> Demand:
+    """The lengths the runs' requests have, as simulate.workload.make_requests draws them."""
+    import numpy as np
+
+    shared_most = w.shared_prefix_tokens // block_tokens * block_tokens
+    pinned = w.shared_prefix_tokens // block_tokens
+    if w.trace is not None:
+        n = len(w.trace.arrival_s) if w.requests is None else min(w.requests, len(w.trace.arrival_s))
+        prompt = np.asarray(w.trace.prompt[:n], dtype=np.int64)
+        output = np.asarray(w.trace.output[:n], dtype=np.int64)
+        hit, shared = cached_prefix(w, prompt, block_tokens)
+        new = prompt - hit
+        return Demand(
+            prompt, output, new, True, int(np.max(prompt + output - shared)), pinned,
+            float(prompt.mean()), float(output.mean()), float(new.mean()),
+        )  # fmt: skip
+    upper = w.prompt.upper()
+    p_top = max_context - 1 if upper is None else min(upper, max_context - 1)
+    p, _ = clip_lengths(np.array([least(w.prompt)]), np.array([1]), max_context)
+    m = max(1, min(least(w.output), max_context - p_top))
+    if w.shared_prefix_tokens:
+        new = max(1, int(p[0]) - shared_most)
+        new_mean = max(1.0, w.prompt.mean - shared_most)
+    else:  # the cache holds at most a share H of each prompt
+        new = max(1, math.floor(int(p[0]) * (1 - w.prefix_hit_rate)))
+        new_mean = max(1.0, w.prompt.mean * (1 - w.prefix_hit_rate))
+    return Demand(
+        p.astype(np.int64), np.array([m], dtype=np.int64), np.array([new], dtype=np.int64), False,
+        max(1, int(p[0]) + m - shared_most), pinned, float(w.prompt.mean), float(w.output.mean), new_mean,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A deployment's least p99s (or, under --goodput, the most attainment) by closed form."""
+
+    ttft_s: float
+    tpot_s: float | None
+    e2e_s: float
+    attainment: float  # the most share of requests that could meet every target
+
+    def missed(self, slo: metrics.Slo, attainment: float | None) -> str | None:
+        """Why no run of this deployment can meet the SLO, or None."""
+        if attainment is not None:
+            if self.attainment < attainment * (1 - SLACK):
+                return (
+                    f"at most {self.attainment:.1%} of requests could meet the targets even alone, "
+                    f"below --goodput {attainment:g}"
+                )
+            return None
+        for key, value in (("ttft_s", self.ttft_s), ("tpot_s", self.tpot_s), ("e2e_s", self.e2e_s)):
+            limit = getattr(slo, key)
+            if limit is not None and value is not None and value * (1 - SLACK) > limit:
+                name = key.removesuffix("_s").upper()
+                return f"p99 {name} alone is at least {value:.3g} s, above the target {limit:g} s"
+        return None
+
+
+def bounds(d: Deployment, dem: Demand, slo: metrics.Slo) -> Bounds:
+    """Each request's least TTFT, TPOT and E2E on `d`, reduced to bounds on the verdict."""
+    import numpy as np
+
+    ttft = np.asarray(prefill_step(d, dem.new).time_s, dtype=float) + d.ttft_offset_s
+    decoding = dem.output >= 1
+    if len(dem.prompt) == 1:  # one length: the exact mean of its decode steps
+        p, m = int(dem.prompt[0]), int(dem.output[0])
+        tpot = np.array([request_timeline(d, p, m).tpot_s if m >= 1 else 0.0])
+    else:  # each request's first decode step, the least of its steps
+        tpot = np.asarray(decode_step(d, dem.prompt).time_s, dtype=float) * np.ones(len(dem.prompt))
+    e2e = ttft + dem.output * np.where(decoding, tpot, 0.0)
+
+    def p99(values: Any) -> float:
+        return float(np.percentile(values, 99)) if dem.exact else float(np.min(values))
+
+    ok = np.ones(len(ttft), dtype=bool)
+    for key, values in (("ttft_s", ttft), ("tpot_s", tpot), ("e2e_s", e2e)):
+        limit = getattr(slo, key)
+        if limit is not None:
+            met = values * (1 - SLACK) <= limit
+            ok &= met | ~decoding if key == "tpot_s" else met
+    share = float(ok.mean()) if dem.exact else float(ok.all())
+    return Bounds(
+        ttft_s=p99(ttft),
+        tpot_s=p99(tpot[decoding]) if decoding.any() else None,
+        e2e_s=p99(e2e),
+        attainment=share,
+    )
+
+
+def fewest_replicas(d: Deployment, kv: KvCache, cfg: EngineConfig, dem: Demand, rate_per_s: float) -> int:
+    """The fewest replicas whose fluid capacity (see the module's note) carries the rate."""
+    zeros = tuple(0.0 for _ in d.arch.window_groups())
+    budget = cfg.max_num_batched_tokens
+    step_s = float(price(d, Pass(budget, zeros, zeros, 1)).time_s)
+    p_least = int(dem.prompt.min())
+    decoders = cfg.max_num_seqs if dem.pinned_blocks else min(cfg.max_num_seqs, kv.tokens // (p_least + 1))
+    decoders = max(1, decoders)
+    decode_s = float(decode_step(d, p_least, decoders).time_s)
+    tokens = max(dem.new_mean + dem.output_mean, 1.0)
+    per_replica = min(budget / step_s / tokens, decoders / decode_s / max(dem.output_mean, 1e-9))
+    return min(MAX_REPLICAS, max(1, math.ceil(rate_per_s / per_replica - 1e-9)))
+
+
+def rungs(fewest: int) -> tuple[int, ...]:
+    return tuple(sorted({min(MAX_REPLICAS, math.ceil(fewest * f - 1e-9)) for f in AUTO_RUNGS}))
+
+
+@dataclass
+class Pruned:
+    """What the prune stage removed, and the points left to simulate (cheapest first)."""
+
+    points: int = 0
+    invalid: int = 0
+    memory: int = 0
+    latency: int = 0
+    survivors: list[Point] = field(default_factory=list)
+    deployments: dict[Shape, Deployment] = field(default_factory=dict)  # the survivors'
+    bounds: dict[Shape, Bounds] = field(default_factory=dict)  # the survivors'
+    notes: dict[str, str] = field(default_factory=dict)  # the first reason of each kind
+    least_ttft_s: float | None = None  # over the deployments that build
+    least_tpot_s: float | None = None
+
+    def note(self, kind: str, shape: Shape, why: str) -> None:
+        if kind not in self.notes:
+            self.notes[kind] = f"{label(shape)}: {why}"
+
+
+def label(s: Shape) -> str:
+    """A shape as the report names it: `h100-sxm x2 fp8/fp8/bf16 vllm` (TP, weights/maths/KV)."""
+    par = f"x{s.tp}" + (f" pp{s.pp}" if s.pp > 1 else "") + (f" ep{s.ep}" if s.ep > 1 else "")
+    return f"{s.gpu} {par} {s.weights}/{s.maths}/{s.kv_dtype} {s.engine}"
+
+
+def build(
+    arch: Architecture, shape: Shape, gpus: dict[str, Accelerator], profiles: dict[str, EngineProfile]
+) -> Deployment:
+    """The shape's deployment, or a RidgelineError saying why it is no configuration."""
+    vendors = ENGINE_VENDORS.get(shape.engine)
+    vendor = gpus[shape.gpu].vendor_name
+    if vendors is not None and vendor not in vendors:
+        raise RidgelineError(f"{profiles[shape.engine].label} does not run on {vendor} accelerators")
+    bits = BITS[shape.maths]
+    if shape.weights != "file" and bits < 16 and int(weight_bits(shape.weights)) != bits:
+        raise RidgelineError(
+            f"{shape.maths} maths on {shape.weights} weights: an engine computes in {shape.maths} on weights "
+            f"of that width (W8A8); wider or narrower weights compute in bf16"
+        )
+    return Deployment.build(
+        arch, gpus[shape.gpu], weights=shape.weights, maths=shape.maths, kv_dtype=shape.kv_dtype,
+        tp=shape.tp, pp=shape.pp, ep=shape.ep, engine=profiles[shape.engine],
+    )  # fmt: skip
+
+
+def prune(
+    space: Space,
+    arch: Architecture,
+    dem: Demand,
+    slo: metrics.Slo,
+    attainment: float | None,
+    rate_per_s: float,
+    block_tokens: int = 16,
+    gpu_memory_utilization: float = 0.9,
+    price_per_gpu_hour: float | None = None,
+    gpu_file: str | None = None,
+) -> Pruned:
+    """Every point of the space either removed (and counted, with the first reason of each
+    kind) or kept for the simulate stage."""
+    gpus = {name: get_accelerator(name, gpu_file) for name in space.gpu}
+    profiles = {name: get_engine(name) for name in space.engine}
+    out = Pruned()
+    weight = len(space.replicas) or 1  # a configuration removed under auto counts once
+    rooms: dict[tuple[Any, ...], KvCache | str] = {}
+    kept: list[tuple[float, Point]] = []
+    for shape in space.shapes():
+        sched = profiles[shape.engine].scheduler
+        knobs = list(
+            dict.fromkeys(
+                (sched.max_num_seqs if s is None else s, sched.max_num_batched_tokens if t is None else t)
+                for s, t in space.knobs()
+            )
+        )
+        try:
+            d = build(arch, shape, gpus, profiles)
+        except RidgelineError as exc:
+            out.invalid += len(knobs) * weight
+            out.note("invalid", shape, str(exc))
+            continue
+        b = bounds(d, dem, slo)
+        out.least_ttft_s = b.ttft_s if out.least_ttft_s is None else min(out.least_ttft_s, b.ttft_s)
+        if b.tpot_s is not None:
+            out.least_tpot_s = b.tpot_s if out.least_tpot_s is None else min(out.least_tpot_s, b.tpot_s)
+        missed = b.missed(slo, attainment)
+        price_per_gpu = d.hw.price_per_hour_usd if price_per_gpu_hour is None else price_per_gpu_hour
+        for seqs, budget in knobs:
+            try:
+                cfg = EngineConfig(seqs, budget, block_tokens, gpu_memory_utilization, True, sched.policy)
+            except RidgelineError as exc:
+                out.invalid += weight
+                out.note("invalid", shape, str(exc))
+                continue
+            memo = (replace(shape, engine=""), seqs, budget)  # the cache does not depend on the engine
+            room = rooms.get(memo)
+            if room is None:
+                try:
+                    room = kv_cache(d, block_tokens, gpu_memory_utilization, seqs, budget)
+                except RidgelineError as exc:
+                    room = str(exc)
+                rooms[memo] = room
+            if isinstance(room, KvCache):
+                free = room.blocks - dem.pinned_blocks
+                if free <= 0:
+                    room = f"the shared prefix fills the KV cache ({room.tokens:,} tokens)"
+                elif blocks_for(dem.sure_tokens, block_tokens) > free:
+                    room = (
+                        f"a request of {dem.sure_tokens:,} tokens needs more KV cache than a replica "
+                        f"holds ({free * block_tokens:,} tokens)"
+                    )
+            if isinstance(room, str):
+                out.memory += weight
+                out.note("memory", shape, room)
+                continue
+            if missed is not None:
+                out.latency += weight
+                out.note("latency", shape, missed)
+                continue
+            counts = space.replicas or rungs(fewest_replicas(d, room, cfg, dem, rate_per_s))
+            out.deployments[shape] = d
+            out.bounds[shape] = b
+            for r in counts:
+                point = Point(shape, seqs, budget, r)
+                kept.append((r * d.gpus * price_per_gpu, point))
+    kept.sort(key=lambda item: (item[0], item[1].key))
+    out.survivors = [p for _, p in kept]
+    out.points = out.invalid + out.memory + out.latency + len(out.survivors)
+    return out

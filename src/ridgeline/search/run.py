@@ -1,0 +1,341 @@
+"""search(): the space against an SLO, in two stages, to an answer.
+
+1. prune (prune.py): the core's closed forms remove every point whose simulation could not
+   keep it: it does not build, does not fit in memory, or misses a target even alone;
+2. simulate (stage.py): every survivor is simulated once on its own seed, on the chosen
+   executor (executors.py), its row written to the results folder (store.py) as it finishes;
+3. answer (answer.py, launch.py): the cheapest point that met the SLO, the Pareto front of
+   $ per million tokens against p99 TTFT and TPOT, and the cheapest point's launch command.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from ridgeline import __version__, metrics
+from ridgeline.architecture import Architecture
+from ridgeline.checks import check_fraction, check_number, check_price, check_size
+from ridgeline.errors import RidgelineError
+from ridgeline.search import answer as answers
+from ridgeline.search.executors import Executor
+from ridgeline.search.launch import launch
+from ridgeline.search.prune import demand, prune
+from ridgeline.search.space import Space, point_seed
+from ridgeline.search.stage import Context, Task
+from ridgeline.search.store import Store
+from ridgeline.simulate.kvcache import MAX_BLOCK_TOKENS
+from ridgeline.simulate.router import check_router
+from ridgeline.simulate.run import check_slo
+from ridgeline.simulate.workload import Lengths, Workload, check_context, make_requests
+
+MAX_SEARCH_REQUESTS = 1_000_000_000  # survivors x requests per point: about 11 hours of one core
+TURNOVERS = 10  # --requests auto: requests per point / requests in the fleet at once
+MIN_REQUESTS, MAX_REQUESTS = 1000, 20000  # --requests auto's range
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything but the space: the model, the traffic, the SLO and the engine's memory."""
+
+    model: str  # as given: a catalogue name, a config.json, a .gguf or org/name
+    arch: Architecture
+    workload: Workload  # open loop (a rate) or a trace; `requests` per point
+    slo: metrics.Slo
+    auto_requests: bool = False  # requests per point from the fleet's turnovers (auto_requests())
+    attainment: float | None = None  # --goodput
+    router: str = "round-robin"
+    block_tokens: int = 16
+    gpu_memory_utilization: float = 0.9
+    price_per_gpu_hour: float | None = None
+    gpu_file: str | None = None
+
+
+@dataclass
+class Stages:
+    """How many points each stage removed, and how long it took."""
+
+    points: int = 0  # in the space (an auto replica count removed with its configuration: once)
+    invalid: int = 0  # do not build
+    memory: int = 0  # do not fit
+    latency: int = 0  # miss a target even alone
+    survivors: int = 0  # left for the simulate stage
+    resumed: int = 0  # of them, already in the results folder
+    simulated: int = 0  # simulated by this run
+    met: int = 0
+    missed: int = 0
+    errors: int = 0  # runs the simulator refused
+    prune_s: float = 0.0
+    simulate_s: float = 0.0
+
+
+@dataclass
+class SearchResult:
+    model: str
+    workload: dict[str, Any]
+    slo: dict[str, Any]
+    space: dict[str, Any]
+    executor: dict[str, Any]
+    stages: Stages
+    cheapest: dict[str, Any] | None
+    front: list[dict[str, Any]]
+    front_of: str
+    launch: dict[str, Any] | None
+    out: str
+    interrupted: str | None  # None, "SIGINT" or "SIGTERM"
+    notes: dict[str, str] = field(default_factory=dict)  # the prune stage's first reason of each kind
+    warnings: list[str] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)  # every survivor's row, in the space's order
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `--json` answer (the rows stay in the results folder)."""
+        out = asdict(self)
+        del out["rows"]
+        return out
+
+
+def offered_rate(w: Workload) -> float:
+    """The fleet's rate: --rate, or a trace's own (its requests over their span)."""
+    if w.trace is None:
+        assert w.rate_per_s is not None
+        return float(w.rate_per_s)
+    n = len(w.trace.arrival_s) if w.requests is None else min(w.requests, len(w.trace.arrival_s))
+    span = w.trace.arrival_s[n - 1] - w.trace.arrival_s[0]
+    if n < 2 or span <= 0:
+        raise RidgelineError("the trace needs two requests at different times to have a rate to search for")
+    return (n - 1) / span
+
+
+def describe_workload(w: Workload, rate: float) -> dict[str, Any]:
+    def lengths(x: Lengths) -> dict[str, Any]:
+        return {"kind": x.kind, "mean": x.mean, "spread": x.spread, "values": len(x.values)}
+
+    return {
+        "arrival": "trace" if w.trace is not None else w.arrival,
+        "rate_per_s": rate,
+        "burstiness": w.burstiness,
+        "requests_per_point": w.requests if w.trace is None else None,
+        "seed": w.seed,
+        "prompt": lengths(w.prompt),
+        "output": lengths(w.output),
+        "prefix_hit_rate": w.prefix_hit_rate,
+        "shared_prefix_tokens": w.shared_prefix_tokens,
+        "trace": w.trace.source if w.trace is not None else None,
+    }
+
+
+def fingerprint(s: Settings, rate: float) -> dict[str, Any]:
+    """What a point's row depends on besides the point: a resumed folder must match it."""
+    w = s.workload
+    digest = hashlib.sha256()
+    for part in (w.prompt.values, w.output.values):
+        digest.update(repr(part).encode())
+    if w.trace is not None:
+        digest.update(repr((w.trace.arrival_s, w.trace.prompt, w.trace.output)).encode())
+    return {
+        "version": __version__,
+        "model": s.arch.name,
+        "workload": describe_workload(w, rate) | {"lengths_sha256": digest.hexdigest()},
+        "slo": asdict(s.slo),
+        "goodput": s.attainment,
+        "router": s.router,
+        "block_tokens": s.block_tokens,
+        "gpu_memory_utilization": s.gpu_memory_utilization,
+        "price_per_gpu_hour": s.price_per_gpu_hour,
+    }
+
+
+def auto_requests(rate_per_s: float, e2e_s: list[float]) -> int:
+    """Requests per point for TURNOVERS turnovers of the fleet: by Little's law the fleet
+    holds rate x E2E requests at once, E2E taken as the slowest surviving deployment's lone
+    request (a run shorter than a few turnovers is mostly its own warm-up, and flatters a
+    point near its capacity). In hundreds, from MIN_REQUESTS to MAX_REQUESTS."""
+    in_system = rate_per_s * max(e2e_s, default=0.0)
+    n = math.ceil(TURNOVERS * in_system / 100) * 100
+    return min(max(n, MIN_REQUESTS), MAX_REQUESTS)
+
+
+def check_settings(s: Settings) -> float:
+    """The SLO, the workload against the model, and the fleet's rate; returns the rate."""
+    check_slo(s.slo)
+    if s.slo.ttft_s is None and s.slo.tpot_s is None and s.slo.e2e_s is None:
+        raise RidgelineError("give an SLO to search against: --slo-ttft-p99 and/or --slo-tpot-p99 (seconds)")
+    if s.attainment is not None:
+        check_number("--goodput", s.attainment, lo=0.0, lo_open=True, hi=1.0, hint=" (a share of requests)")
+    check_router(s.router)
+    check_size("--block-tokens", s.block_tokens, 1, MAX_BLOCK_TOKENS)
+    check_fraction("--gpu-memory-utilization", s.gpu_memory_utilization)
+    if s.price_per_gpu_hour is not None:
+        check_price("--price", s.price_per_gpu_hour)
+    w = s.workload
+    if w.closed:
+        raise RidgelineError("search serves open-loop traffic: give --rate or --trace, not --concurrency")
+    check_context(w, s.arch.max_context, s.arch.name)
+    if w.trace is not None:  # a request beyond the context fails the whole search, here
+        make_requests(w, s.arch.max_context, s.block_tokens, s.arch.name)
+    return offered_rate(w)
+
+
+def search(
+    space: Space,
+    s: Settings,
+    executor: Executor,
+    out: str,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+) -> SearchResult:
+    """Prune, simulate, answer. Ctrl-C (or SIGTERM) stops the simulate stage: every finished
+    point is kept in `out`, and the answer covers them (`interrupted` says so)."""
+    rate = check_settings(s)
+    began = time.perf_counter()
+    dem = demand(s.workload, s.arch.max_context, s.block_tokens)
+    pruned = prune(
+        space, s.arch, dem, s.slo, s.attainment, rate, s.block_tokens, s.gpu_memory_utilization,
+        s.price_per_gpu_hour, s.gpu_file,
+    )  # fmt: skip
+    stages = Stages(
+        points=pruned.points,
+        invalid=pruned.invalid,
+        memory=pruned.memory,
+        latency=pruned.latency,
+        survivors=len(pruned.survivors),
+        prune_s=time.perf_counter() - began,
+    )
+    if pruned.points == pruned.invalid:
+        raise RidgelineError(f"no point of the space builds: {pruned.notes.get('invalid', 'empty space')}")
+    if s.auto_requests and s.workload.trace is None:
+        n = auto_requests(rate, [b.e2e_s for b in pruned.bounds.values()])
+        s = replace(s, workload=replace(s.workload, requests=n, duration_s=None))
+    per_point = len(dem.prompt) if dem.exact else int(s.workload.requests or 0)
+    work = len(pruned.survivors) * per_point
+    if work > MAX_SEARCH_REQUESTS:
+        raise RidgelineError(
+            f"the simulate stage would run {len(pruned.survivors):,} points x {per_point:,} requests = "
+            f"{work:,} requests, more than {MAX_SEARCH_REQUESTS:,}: narrow the space or lower --requests"
+        )
+    store = Store(out, fingerprint(s, rate), resume, overwrite)
+    shapes = list(pruned.deployments)
+    index = {shape: i for i, shape in enumerate(shapes)}
+    ctx = Context(
+        model=s.arch.name,
+        workload=s.workload,
+        slo=s.slo,
+        attainment=s.attainment,
+        rate_per_s=rate,
+        router=s.router,
+        block_tokens=s.block_tokens,
+        gpu_memory_utilization=s.gpu_memory_utilization,
+        price_per_gpu_hour=s.price_per_gpu_hour,
+        deployments=tuple(pruned.deployments[shape] for shape in shapes),
+    )
+    keys = {p.key: p for p in pruned.survivors}
+    rows: dict[str, dict[str, Any]] = {r["key"]: r for r in store.existing if r["key"] in keys}
+    stages.resumed = len(rows)
+    tasks = [
+        Task(p.key, index[p.shape], p.max_num_seqs, p.max_num_batched_tokens, p.replicas,
+             point_seed(s.workload.seed, p.key))
+        for p in pruned.survivors
+        if p.key not in rows
+    ]  # fmt: skip
+    # a deployment's points one after another: a worker's step model of it then serves them all
+    tasks.sort(key=lambda t: (t.deployment, t.key))
+    total = len(pruned.survivors)
+
+    def on_row(row: dict[str, Any]) -> None:
+        rows[row["key"]] = row
+        store.add(row)
+        stages.simulated += 1
+        if progress:
+            progress(len(rows), total)
+
+    if progress:
+        progress(len(rows), total)
+    interrupted: str | None = None
+    stop = _Stop()
+    simulating = time.perf_counter()
+    try:
+        with stop:
+            executor.run(ctx, tasks, on_row)
+    except KeyboardInterrupt:
+        interrupted = stop.signame or "SIGINT"
+    finally:
+        store.flush()
+    stages.simulate_s = time.perf_counter() - simulating
+    done = [rows[p.key] for p in pruned.survivors if p.key in rows]
+    for row in done:
+        if row["status"] == "met":
+            stages.met += 1
+        elif row["status"] == "missed":
+            stages.missed += 1
+        else:
+            stages.errors += 1
+    best, front, front_of = answers.answer(done)
+    command = None
+    if best is not None:
+        shape = keys[best["key"]].shape
+        found = launch(best, s.model, pruned.deployments[shape], s.block_tokens, s.gpu_memory_utilization)
+        command = found.to_dict() if found else None
+    warnings = []
+    if interrupted:
+        warnings.append(
+            f"interrupted ({interrupted}) after {len(done):,} of {total:,} points: --resume continues"
+        )
+    if not pruned.survivors:
+        least = ", ".join(
+            f"{name} {value:.3g} s"
+            for name, value in (("TTFT", pruned.least_ttft_s), ("TPOT", pruned.least_tpot_s))
+            if value is not None
+        )
+        warnings.append(
+            "no point survives the prune stage" + (f"; the least p99s alone are {least}" if least else "")
+        )
+    elif best is None and not interrupted:
+        warnings.append("no simulated point meets the SLO; the front shows the nearest (front_of: simulated)")
+    return SearchResult(
+        model=s.arch.name,
+        workload=describe_workload(s.workload, rate),
+        slo={**asdict(s.slo), "goodput": s.attainment},
+        space=space.to_dict(),
+        executor=executor.to_dict(),
+        stages=stages,
+        cheapest=best,
+        front=front,
+        front_of=front_of,
+        launch=command,
+        out=str(store.path),
+        interrupted=interrupted,
+        notes=dict(pruned.notes),
+        warnings=warnings,
+        rows=done,
+    )
+
+
+class _Stop:
+    """While the simulate stage runs, SIGTERM stops it as Ctrl-C does (finished points kept);
+    records which signal it was."""
+
+    def __init__(self) -> None:
+        self.signame: str | None = None
+        self.previous: Any = None
+
+    def __enter__(self) -> _Stop:
+        if threading.current_thread() is threading.main_thread():
+
+            def interrupt(signum: int, frame: Any) -> None:
+                self.signame = "SIGTERM"
+                raise KeyboardInterrupt
+
+            self.previous = signal.signal(signal.SIGTERM, interrupt)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)

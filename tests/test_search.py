@@ -1,0 +1,468 @@
+"""`ridgeline search`: the deployment space against an SLO.
+
+The prune stage never removes a point the simulate stage would keep; a point's row is the
+same whichever executor ran it; Ctrl-C keeps every finished point and --resume finishes the
+rest; the cost of a point is the lesson's arithmetic; bad input is one line and status 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import ROOT
+from ridgeline import metrics
+from ridgeline.cli import main
+from ridgeline.engines import get_engine
+from ridgeline.models import get_model
+from ridgeline.search.answer import pareto_front
+from ridgeline.search.executors import Executor, check_ray_address
+from ridgeline.search.launch import launch
+from ridgeline.search.prune import bounds, demand, prune
+from ridgeline.search.run import Settings, search
+from ridgeline.search.space import Point, make_space, point_seed
+from ridgeline.search.stage import Context, Task, simulate_task
+from ridgeline.search.store import read_rows
+from ridgeline.simulate.workload import Lengths, Workload
+
+pytest.importorskip("pyarrow")
+
+# A small space: one cheap and one expensive accelerator, two dtypes, two engines.
+SMALL = ["--gpu", "l4,h100-sxm", "--tp", "1,2", "--weights", "bf16,fp8", "--maths", "bf16",
+         "--kv-dtype", "bf16", "--engine", "vllm,trtllm", "--replicas", "1,2"]  # fmt: skip
+TRAFFIC = ["--rate", "4", "--prompt-tokens", "1000", "--output-tokens", "100", "--requests", "150",
+           "--slo-ttft-p99", "0.3", "--slo-tpot-p99", "0.03"]  # fmt: skip
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def search_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    code, out, err = run(capsys, "search", *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def by_key(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {r["key"]: r for r in rows}
+
+
+# --- the prune stage ------------------------------------------------------------------------
+
+WORKLOADS = {
+    "fixed lengths": Workload(Lengths("fixed", 2000), Lengths("fixed", 200), rate_per_s=4.0, requests=150,
+                              duration_s=None),
+    "lognormal lengths, prefix hits": Workload(Lengths("lognormal", 1500, 0.6),
+                                               Lengths("lognormal", 150, 0.6), rate_per_s=4.0, requests=150,
+                                               duration_s=None, prefix_hit_rate=0.3),
+    "a shared prefix, uniform lengths": Workload(Lengths("uniform", 3000, 0.3), Lengths("fixed", 100),
+                                                 rate_per_s=3.0, requests=150, duration_s=None,
+                                                 shared_prefix_tokens=512),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("attainment", [None, 0.9], ids=["p99", "goodput"])
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_pruning_never_removes_a_point_the_simulation_would_keep(name: str, attainment: float | None) -> None:
+    """Simulate every point of a small space, pruned or not: no pruned point meets the SLO,
+    and the prune stage did remove points for latency and for memory (it is not vacuous)."""
+    arch = get_model("llama-3.1-8b")
+    space = make_space(
+        {"gpu": "l4,a10g,h100-sxm", "tp": "1,2", "weights": "bf16,fp8", "maths": "bf16,fp8",
+         "kv_dtype": "bf16", "engine": "vllm,trtllm", "replicas": "1,2"},
+        None, arch,
+    )  # fmt: skip
+    w = WORKLOADS[name]
+    slo = metrics.Slo(ttft_s=0.35, tpot_s=0.03)
+    dem = demand(w, arch.max_context, 16)
+    pruned = prune(space, arch, dem, slo, attainment, w.rate_per_s or 1.0, 16, 0.9)
+    assert pruned.latency > 0 and pruned.memory + pruned.latency + pruned.invalid > 0
+    kept = {p.key for p in pruned.survivors}
+    # every point that builds, simulated: the deployments come from a prune that removes nothing
+    loose = prune(space, arch, dem, metrics.Slo(ttft_s=1e6), None, w.rate_per_s or 1.0, 16, 0.9)
+    shapes = list(loose.deployments)
+    ctx = Context("llama-3.1-8b", w, slo, attainment, w.rate_per_s or 1.0, "round-robin", 16, 0.9, None,
+                  tuple(loose.deployments[s] for s in shapes))  # fmt: skip
+    every = [Point(s, p.max_num_seqs, p.max_num_batched_tokens, r)
+             for s in shapes for p in loose.survivors if p.shape == s for r in (1, 2)]  # fmt: skip
+    every = list({p.key: p for p in every}.values())
+    met = set()
+    for p in every:
+        task = Task(p.key, shapes.index(p.shape), p.max_num_seqs, p.max_num_batched_tokens, p.replicas,
+                    point_seed(0, p.key))  # fmt: skip
+        row = simulate_task(ctx, task)
+        if row["status"] == "met":
+            met.add(p.key)
+        # each simulated p99 is at least the closed form's bound on it
+        b = bounds(loose.deployments[p.shape], dem, slo)
+        assert row["ttft_p99_s"] >= b.ttft_s * (1 - 1e-9)
+        assert row["e2e_p99_s"] >= b.e2e_s * (1 - 1e-9)
+        assert b.tpot_s is not None and row["tpot_p99_s"] >= b.tpot_s * (1 - 1e-9)
+    assert met, "the space should hold points that meet the SLO"
+    assert met <= kept, f"pruned but met in simulation: {sorted(met - kept)[:3]}"
+    assert len(kept) < len(every)
+
+
+def test_a_request_that_cannot_fit_is_removed_for_memory() -> None:
+    """32,000 prompt tokens hold 4.2 GB of bf16 KV cache (131,072 bytes a token) in llama-3.1-8b:
+    more than a 24 GB L4 has left beside 16 GB of weights."""
+    arch = get_model("llama-3.1-8b")
+    space = make_space({"gpu": "l4,h100-sxm", "tp": "1", "weights": "bf16", "maths": "bf16",
+                        "kv_dtype": "bf16", "engine": "vllm", "replicas": "1"}, None, arch)  # fmt: skip
+    w = Workload(Lengths("fixed", 32000), Lengths("fixed", 10), rate_per_s=0.1, requests=20, duration_s=None)
+    pruned = prune(space, arch, demand(w, arch.max_context, 16), metrics.Slo(ttft_s=100.0), None, 0.1)
+    assert pruned.memory == 1 and [p.shape.gpu for p in pruned.survivors] == ["h100-sxm"]
+    assert "needs more KV cache" in pruned.notes["memory"]
+
+
+# --- executors, the Parquet file, Ctrl-C and --resume ---------------------------------------
+
+
+def test_ray_returns_the_same_rows_as_the_process_pool(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real local Ray cluster (on loopback, 2 CPUs) runs the small search; its Parquet rows
+    equal the process pool's, point for point, because a point's seed comes from its key."""
+    ray = pytest.importorskip("ray")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    pool = search_json(capsys, *SMALL, *TRAFFIC, "--workers", "2", "--out", str(tmp_path / "pool"))
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+    )
+    try:
+        on_ray = search_json(capsys, *SMALL, *TRAFFIC, "--ray", "auto", "--out", str(tmp_path / "ray"))
+    finally:
+        ray.shutdown()
+    assert on_ray["executor"]["kind"] == "ray" and pool["executor"]["kind"] == "local"
+    pool_rows, ray_rows = by_key(read_rows(tmp_path / "pool")), by_key(read_rows(tmp_path / "ray"))
+    assert len(pool_rows) == pool["stages"]["survivors"] > 4
+    assert pool_rows == ray_rows
+    assert on_ray["cheapest"] == pool["cheapest"]
+
+
+def test_the_serial_and_pool_executors_agree(tmp_path: Path) -> None:
+    arch = get_model("llama-3.1-8b")
+    axes = {"gpu": "h100-sxm", "tp": "1,2", "weights": "bf16", "maths": "bf16", "kv_dtype": "bf16",
+            "engine": "vllm,sglang", "replicas": "1,2"}  # fmt: skip
+    space = make_space(axes, None, arch)
+    s = Settings("llama-3.1-8b", arch, Workload(Lengths("fixed", 500), Lengths("fixed", 50), rate_per_s=5.0,
+                 requests=100, duration_s=None), metrics.Slo(ttft_s=0.5))  # fmt: skip
+    one = search(space, s, Executor("local", 1), str(tmp_path / "one"))
+    two = search(space, s, Executor("local", 2), str(tmp_path / "two"))
+    assert by_key(one.rows) == by_key(two.rows) == by_key(read_rows(tmp_path / "two"))
+
+
+def test_an_interrupted_search_keeps_its_points_and_resume_finishes_it(tmp_path: Path) -> None:
+    """Ctrl-C after the third point: those three are in the folder; --resume simulates only
+    the others, and the rows are those of a search never interrupted."""
+    arch = get_model("llama-3.1-8b")
+    space = make_space({"gpu": "h100-sxm,h200", "tp": "1,2", "weights": "bf16", "maths": "bf16",
+                        "kv_dtype": "bf16", "engine": "vllm", "replicas": "1,2"}, None, arch)  # fmt: skip
+    w = Workload(Lengths("fixed", 500), Lengths("fixed", 50), rate_per_s=5.0, requests=100, duration_s=None)
+    s = Settings("llama-3.1-8b", arch, w, metrics.Slo(ttft_s=0.5))
+    out = str(tmp_path / "partial")
+
+    def ctrl_c_at_three(done: int, total: int) -> None:
+        if done == 3:
+            raise KeyboardInterrupt
+
+    first = search(space, s, Executor("local", 1), out, progress=ctrl_c_at_three)
+    assert first.interrupted == "SIGINT"
+    assert len(read_rows(out)) == 3 == first.stages.simulated
+    with pytest.raises(Exception, match="--resume continues it"):
+        search(space, s, Executor("local", 1), out)
+    resumed = search(space, s, Executor("local", 2), out, resume=True)
+    assert resumed.interrupted is None
+    assert resumed.stages.resumed == 3 and resumed.stages.simulated == resumed.stages.survivors - 3
+    whole = search(space, s, Executor("local", 1), str(tmp_path / "whole"))
+    assert by_key(read_rows(out)) == by_key(whole.rows) == by_key(resumed.rows)
+
+
+def test_resume_refuses_another_workload(tmp_path: Path) -> None:
+    arch = get_model("llama-3.1-8b")
+    space = make_space({"gpu": "h100-sxm", "tp": "1", "weights": "bf16", "maths": "bf16", "kv_dtype": "bf16",
+                        "engine": "vllm", "replicas": "1"}, None, arch)  # fmt: skip
+    w = Workload(Lengths("fixed", 500), Lengths("fixed", 50), rate_per_s=5.0, requests=100, duration_s=None)
+    search(space, Settings("m", arch, w, metrics.Slo(ttft_s=0.5)), Executor(), str(tmp_path / "r"))
+    other = Settings("m", arch, w, metrics.Slo(ttft_s=0.4))
+    with pytest.raises(Exception, match="searched with another slo"):
+        search(space, other, Executor(), str(tmp_path / "r"), resume=True)
+
+
+def test_ctrl_c_on_the_command_line_keeps_every_finished_point(tmp_path: Path) -> None:
+    """A real SIGINT to a running `ridgeline search` on two worker processes: status 130, one
+    line on stderr naming how many points are kept, and exactly those rows in the folder."""
+    out = tmp_path / "interrupted"
+    env = os.environ | {"RIDGELINE_CONFIG_DIR": str(tmp_path / "config")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ridgeline", "search", "--gpu", "h100-sxm,h200,a100-80gb-sxm",
+         "--tp", "1,2,4", "--weights", "bf16,fp8", "--maths", "bf16", "--kv-dtype", "bf16,fp8",
+         "--engine", "vllm,sglang", "--replicas", "1,2,3", "--rate", "8", "--prompt-tokens", "1000",
+         "--output-tokens", "200", "--requests", "1500", "--slo-ttft-p99", "1", "--slo-tpot-p99", "0.05",
+         "--workers", "2", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(out.glob("part-*.parquet")):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert stderr.count("\n") == 1 and "--resume continues" in stderr and "Traceback" not in stderr
+    kept = int(stderr.split(" points are in")[0].rsplit(" ", 1)[1].replace(",", ""))
+    assert kept >= 1 and len(read_rows(out)) == kept
+
+
+# --- the answer ---------------------------------------------------------------------------
+
+
+def test_a_point_costs_its_gpus_over_the_tokens_it_serves(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """$ per million tokens = GPUs x price / (rate x tokens per request x 3600) x 1e6: two
+    replicas of TP 2 at $2.50 an hour, 3 requests/s of 1,000 prompt tokens and 200 emitted."""
+    data = search_json(
+        capsys, "--gpu", "h100-sxm", "--tp", "2", "--weights", "bf16", "--maths", "bf16", "--kv-dtype",
+        "bf16", "--engine", "vllm", "--replicas", "2", "--rate", "3", "--prompt-tokens", "1000",
+        "--output-tokens", "199", "--requests", "120", "--slo-ttft-p99", "1", "--price", "2.5",
+        "--workers", "1", "--out", str(tmp_path / "cost"),
+    )  # fmt: skip
+    best = data["cheapest"]
+    assert best["gpus"] == 4 and best["gpus_per_replica"] == 2 and best["replicas"] == 2
+    assert best["usd_per_hour"] == pytest.approx(4 * 2.5)
+    assert best["usd_per_million_tokens"] == pytest.approx(4 * 2.5 / (3 * (1000 + 200) * 3600) * 1e6)
+    assert best["usd_per_million_output_tokens"] == pytest.approx(4 * 2.5 / (3 * 200 * 3600) * 1e6)
+    assert data["front"] == [best]
+
+
+def test_the_json_answer_has_its_documented_keys(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    data = search_json(capsys, *SMALL, *TRAFFIC, "--workers", "1", "--out", str(tmp_path / "j"))
+    assert set(data) == {"model", "workload", "slo", "space", "executor", "stages", "cheapest", "front",
+                         "front_of", "launch", "out", "interrupted", "notes", "warnings"}  # fmt: skip
+    assert set(data["stages"]) == {"points", "invalid", "memory", "latency", "survivors", "resumed",
+                                   "simulated", "met", "missed", "errors", "prune_s",
+                                   "simulate_s"}  # fmt: skip
+    st = data["stages"]
+    assert st["points"] == st["invalid"] + st["memory"] + st["latency"] + st["survivors"]
+    assert st["survivors"] == st["met"] + st["missed"] + st["errors"] == st["simulated"]
+    assert st["latency"] > 0  # an L4 cannot decode llama-3.1-8b in 30 ms a token
+    assert set(data["launch"]) == {"engine", "command", "argv", "replicas", "gpus_per_replica", "assumptions",
+                                   "files"}  # fmt: skip
+    rows = read_rows(tmp_path / "j")
+    assert all(r["status"] in ("met", "missed", "error") for r in rows)
+    assert data["cheapest"]["usd_per_million_tokens"] == min(
+        r["usd_per_million_tokens"] for r in rows if r["status"] == "met"
+    )
+
+
+def test_the_pareto_front_keeps_only_the_undominated() -> None:
+    def row(key: str, cost: float, ttft: float, tpot: float) -> dict[str, Any]:
+        return {"key": key, "status": "met", "usd_per_million_tokens": cost, "ttft_p99_s": ttft,
+                "tpot_p99_s": tpot}  # fmt: skip
+
+    rows = [row("a", 1, 0.5, 0.05), row("b", 2, 0.2, 0.05), row("c", 2, 0.6, 0.06), row("d", 3, 0.2, 0.01),
+            row("e", 3, 0.3, 0.02), row("f", 1, 0.5, 0.05)]  # fmt: skip
+    # c is beaten by a on every axis; e by d; f ties a exactly, so both stay
+    assert [r["key"] for r in pareto_front(rows)] == ["a", "f", "b", "d"]
+
+
+def test_the_plot_is_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "front.png"
+    search_json(capsys, *SMALL, *TRAFFIC, "--workers", "1", "--out", str(tmp_path / "p"), "--plot", str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_table_names_the_stages_and_the_launch_command(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, err = run(capsys, "search", *SMALL, *TRAFFIC, "--workers", "1", "--out", str(tmp_path / "t"))
+    assert code == 0, err
+    assert "prune" in out and "simulate" in out and "cheapest inside the SLO" in out and "assumes:" in out
+
+
+# --- the launch command -------------------------------------------------------------------
+
+
+def launch_row(engine: str, **extra: Any) -> dict[str, Any]:
+    row = {"engine": engine, "tp": 2, "pp": 1, "ep": 1, "max_num_seqs": 128, "max_num_batched_tokens": 4096,
+           "weights": "fp8", "maths": "fp8", "kv_dtype": "fp8", "replicas": 3, "gpus_per_replica": 2,
+           "policy": get_engine(engine).scheduler.policy, "kv_tokens": 100_000}  # fmt: skip
+    return row | extra
+
+
+@pytest.mark.parametrize(
+    ("engine", "expected"),
+    [
+        ("vllm", ["vllm serve meta-llama/Llama-3.1-8B", "--tensor-parallel-size 2", "--max-num-seqs 128",
+                  "--max-num-batched-tokens 4096", "--kv-cache-dtype fp8", "--quantization fp8"]),
+        ("sglang", ["python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B", "--tp-size 2",
+                    "--max-running-requests 128", "--chunked-prefill-size 4096", "--kv-cache-dtype fp8_e4m3",
+                    "--quantization fp8"]),
+        ("trtllm", ["trtllm-serve meta-llama/Llama-3.1-8B", "--tp_size 2", "--max_batch_size 128",
+                    "--max_num_tokens 4096", "--extra_llm_api_options"]),
+        ("llamacpp", ["llama-server -m meta-llama/Llama-3.1-8B", "--parallel 128", "--batch-size 4096",
+                      "--cache-type-k q8_0"]),
+    ],
+)  # fmt: skip
+def test_each_engine_gets_its_own_launch_command(engine: str, expected: list[str]) -> None:
+    from ridgeline.deployment import Deployment
+
+    d = Deployment.build("llama-3.1-8b", "h100-sxm", weights="fp8", maths="fp8", kv_dtype="fp8", tp=2,
+                         engine=engine)  # fmt: skip
+    found = launch(launch_row(engine), "meta-llama/Llama-3.1-8B", d, 16, 0.9)
+    assert found is not None
+    for part in expected:
+        assert part in found.command
+    assert any("3 of these" in note for note in found.assumptions)
+    if engine == "trtllm":
+        assert "GUARANTEED_NO_EVICT" in found.files["extra-llm-api-options.yaml"]
+        assert "dtype: fp8" in found.files["extra-llm-api-options.yaml"]
+
+
+def test_a_catalogue_name_in_a_launch_command_is_an_assumption() -> None:
+    from ridgeline.deployment import Deployment
+
+    d = Deployment.build("llama-3.1-8b", "h100-sxm", engine="vllm")
+    found = launch(launch_row("vllm", weights="bf16", maths="bf16", kv_dtype="bf16", tp=1), "llama-3.1-8b", d,
+                   16, 0.9)  # fmt: skip
+    assert found is not None and "--quantization" not in found.command
+    assert any("catalogue name" in note for note in found.assumptions)
+
+
+# --- --engine for simulate and plan ---------------------------------------------------------
+
+
+def test_simulate_takes_the_engine_profiles_scheduler(capsys: pytest.CaptureFixture[str]) -> None:
+    sched = get_engine("trtllm").scheduler
+    code, out, err = run(capsys, "simulate", "--engine", "trtllm", "--requests", "30", "--json")
+    assert code == 0, err
+    engine = json.loads(out)["engine"]
+    assert (engine["policy"], engine["max_num_seqs"], engine["max_num_batched_tokens"]) == (
+        sched.policy,
+        sched.max_num_seqs,
+        sched.max_num_batched_tokens,
+    )
+    code, out, err = run(capsys, "simulate", "--engine", "trtllm", "--max-num-seqs", "64", "--requests", "30",
+                         "--json")  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["engine"]["max_num_seqs"] == 64
+    code, out, err = run(capsys, "simulate", "--requests", "30", "--json")
+    assert json.loads(out)["engine"]["policy"] == "vllm"
+
+
+def test_plan_takes_an_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "plan", "--engine", "sglang", "--rate", "1", "--slo-ttft-p99", "2",
+                         "--slo-tpot-p99", "0.2", "--requests", "100", "--seeds", "2", "--json")  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["plans"][0]["replicas"] >= 1
+
+
+# --- bad input: one line, status 2 ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--gpu", "h100-sxmm"], "unknown GPU"),
+        (["--tp", ""], "lists no values"),
+        (["--tp", "1,,2"], "empty value"),
+        (["--tp", "0"], "--tp must be a whole number"),
+        (["--tp", "two"], "is not a whole number"),
+        (["--replicas=-3"], "is not a whole number"),
+        (["--max-num-seqs", "0"], "--max-num-seqs must be a whole number"),
+        (["--requests", "0"], "--requests must be"),
+        (["--workers", "0"], "--workers must be"),
+        (["--weights", "fp7"], "unknown weight dtype"),
+        (["--engine", "tgi"], "unknown engine"),
+        (["--ray", "http://127.0.0.1:9/v1"], "is not auto, local, HOST:PORT"),
+        (["--plot", "front.svg"], "must name a .png"),
+        (["--tp", "3"], "no point of the space builds"),
+        (["--goodput", "1.5"], "--goodput must be"),
+        (["--gpu", "mi300x", "--engine", "trtllm"], "TensorRT-LLM does not run on amd accelerators"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], fragment: str
+) -> None:
+    base = ["--rate", "1", "--slo-ttft-p99", "1", "--gpu", "h100-sxm", "--engine", "vllm", "--workers", "1",
+            "--out", str(tmp_path / "bad")]  # fmt: skip
+    code, out, err = run(capsys, "search", *base, *args)
+    assert code == 2, (out, err)
+    assert err.count("\n") == 1 and err.startswith("ridgeline: error:") and fragment in err, err
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("tp = [1, 2\n", "cannot parse"),
+        ("tp = []\n", "lists no values"),
+        ('tp = ["one"]\n', "is not a whole number"),
+        ("tp = [1.5]\n", "must be a whole number"),
+        ("gpus = ['h100-sxm']\n", "unknown axis 'gpus'"),
+        ("engine = [{ name = 'vllm' }]\n", "list of plain values"),
+    ],
+)
+def test_a_bad_space_file_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, fragment: str
+) -> None:
+    space = tmp_path / "space.toml"
+    space.write_text(text, encoding="utf-8")
+    code, out, err = run(capsys, "search", "--rate", "1", "--slo-ttft-p99", "1", "--space", str(space),
+                         "--out", str(tmp_path / "o"))  # fmt: skip
+    assert code == 2, (out, err)
+    assert err.count("\n") == 1 and fragment in err, err
+
+
+def test_a_space_file_sets_the_axes_and_flags_win(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    space = tmp_path / "space.toml"
+    text = 'gpu = ["h100-sxm", "h200"]\ntp = [1]\nweights = ["bf16"]\nmaths = ["bf16"]\nkv_dtype = ["bf16"]\n'
+    space.write_text(text + 'engine = ["vllm"]\nreplicas = [1, 2]\n', encoding="utf-8")
+    data = search_json(capsys, "--space", str(space), "--gpu", "h200", "--rate", "2", "--requests", "100",
+                       "--slo-ttft-p99", "1", "--workers", "1", "--out", str(tmp_path / "o"))  # fmt: skip
+    assert data["space"]["gpu"] == ["h200"] and data["space"]["replicas"] == [1, 2]
+    assert data["stages"]["points"] == 2
+
+
+def test_an_existing_search_is_not_overwritten_by_accident(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    args = ["--gpu", "h100-sxm", "--tp", "1", "--weights", "bf16", "--maths", "bf16", "--kv-dtype", "bf16",
+            "--engine", "vllm", "--replicas", "1", "--rate", "2", "--requests", "100", "--slo-ttft-p99", "1",
+            "--workers", "1", "--out", str(tmp_path / "o")]  # fmt: skip
+    search_json(capsys, *args)
+    code, _, err = run(capsys, "search", *args)
+    assert code == 2 and "--resume continues it" in err
+    assert search_json(capsys, *args, "--overwrite")["stages"]["simulated"] == 1
+    assert search_json(capsys, *args, "--resume")["stages"]["resumed"] == 1
+
+
+def test_ray_addresses_are_checked_before_ray_starts() -> None:
+    assert check_ray_address("auto") == "auto"
+    assert check_ray_address("10.0.0.5:6379") == "10.0.0.5:6379"
+    assert check_ray_address("ray://head.example:10001") == "ray://head.example:10001"
+    for bad in ("", "-", "head", "a:b:c:d", "head:99999", "http://user:secret@127.0.0.1:9/v1"):
+        with pytest.raises(Exception, match="is not auto"):
+            check_ray_address(bad)
+
+
+def test_the_search_module_is_not_loaded_by_the_core() -> None:
+    code = "import sys, ridgeline; ridgeline.estimate()\n"
+    code += "print(any(m.startswith('ridgeline.search') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.stdout.strip() == "False", out.stderr
