@@ -17,10 +17,16 @@ fi
 # the version the export pins, fetched once with `npm pack` into .cache/ (git-ignored).
 pyodide_version=$(sed -n 's/^PYODIDE_VERSION = "\([^"]*\)".*/\1/p' src/ridgeline/web/export.py)
 pyodide_dir=".cache/pyodide/$pyodide_version"
-if [ ! -f "$pyodide_dir/package/pyodide.js" ] && command -v npm >/dev/null 2>&1; then
+if [ ! -f "$pyodide_dir/package/pyodide.js" ]; then
   rm -rf "$pyodide_dir" && mkdir -p "$pyodide_dir"
-  (cd "$pyodide_dir" && npm pack --silent "pyodide@$pyodide_version" >/dev/null &&
-    tar -xzf "pyodide-$pyodide_version.tgz" && rm "pyodide-$pyodide_version.tgz")
+  tarball="pyodide-$pyodide_version.tgz"
+  if command -v npm >/dev/null 2>&1; then
+    (cd "$pyodide_dir" && npm pack --silent "pyodide@$pyodide_version" >/dev/null)
+  else  # no npm: the same tarball, straight from the npm registry
+    python3 -c "import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])" \
+      "https://registry.npmjs.org/pyodide/-/$tarball" "$pyodide_dir/$tarball"
+  fi
+  (cd "$pyodide_dir" && tar -xzf "$tarball" && rm "$tarball")
 fi
 
 python3 -m venv .venv

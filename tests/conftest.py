@@ -29,3 +29,44 @@ def cli_json(*args: str) -> dict:
 @pytest.fixture
 def cli():
     return run_cli
+
+
+# --- the browser and the servers it talks to ------------------------------------------------
+CHROMIUM = "/usr/bin/chromium"  # Debian's
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def wait_for_http(url: str, what: str, timeout_s: float = 30.0) -> None:
+    """Poll `url` until it answers 200; fail naming `what` after `timeout_s`."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, f"{what} did not start"
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium, one per test module."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()

@@ -108,7 +108,7 @@ def test_roofline_is_ridgeline_roofline_json(client: TestClient) -> None:
     params = {"gpu": "rtx-4090", "prompt": 300, "batch": 16, "context": 1000}
     r = client.get("/api/roofline", params=params)
     assert r.status_code == 200
-    assert r.json() == as_json(roofline_points(**params))
+    assert r.json() == as_json(roofline_points(**params).to_dict())
     assert r.json()["ridge"] == pytest.approx(164, abs=0.5)
 
 

@@ -11,26 +11,16 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, expect
 
 import ridgeline
+from conftest import wait_for_http
 from test_web_api import LESSON_TITLES
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--no-first-run",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 
 
@@ -53,27 +43,11 @@ def base_url() -> Iterator[str]:
     try:
         assert server.stdout is not None
         assert url in server.stdout.readline()  # it prints the URL
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(url + "api/lesson", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "ridgeline web did not start"
-            time.sleep(0.1)
+        wait_for_http(url + "api/lesson", "ridgeline web")
         yield url
     finally:
         server.terminate()
         server.wait(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -14,21 +14,20 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 from playwright.sync_api import Browser, Page, expect
 
 import ridgeline
+from conftest import wait_for_http
 from ridgeline.deployment import Deployment
 from ridgeline.engines import engines
 from ridgeline.predict import estimate_on
 from ridgeline.web.app import create_app
-from test_web_e2e import ARTIFACTS, browser, free_port  # noqa: F401  (fixture)
+from test_web_e2e import ARTIFACTS, free_port
 
 NAME = "web-test-overhead"
 LABEL = "Roofline + 2 ms"
@@ -160,15 +159,7 @@ def engine_server(profile_file: Path) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}/"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(url + "api/lesson", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "ridgeline web did not start"
-            time.sleep(0.1)
+        wait_for_http(url + "api/lesson", "ridgeline web")
         yield url
     finally:
         server.terminate()
@@ -180,7 +171,7 @@ def ms(seconds: float) -> str:
 
 
 @pytest.mark.parametrize("width", [1400, 390])
-def test_the_engine_menu_in_the_page(browser: Browser, engine_server: str, width: int) -> None:  # noqa: F811
+def test_the_engine_menu_in_the_page(browser: Browser, engine_server: str, width: int) -> None:
     context = browser.new_context(viewport={"width": width, "height": 900}, base_url=engine_server)
     page: Page = context.new_page()
     errors: list[str] = []

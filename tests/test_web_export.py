@@ -19,12 +19,11 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 import ridgeline
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, wait_for_http
 from ridgeline.deployment import Deployment
 from ridgeline.describe import describe_engines
 from ridgeline.predict import estimate_on
@@ -38,16 +37,6 @@ needs_pyodide = pytest.mark.skipif(
     not (PYODIDE / "pyodide.js").is_file(),
     reason=f"no local Pyodide: scripts/test.sh fetches it (npm pack pyodide@{PYODIDE_VERSION} into .cache/)",
 )
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--no-first-run",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ARTIFACTS = ROOT / "test-artifacts"
 LOAD_TIMEOUT_MS = 120_000  # Pyodide starts in seconds; a slow shared machine gets room
 # The libraries the page's Python must do without: numpy, and the web face's server side.
@@ -267,27 +256,11 @@ def static_url(offline_site: Path) -> Iterator[str]:
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}/"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(url, timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the static file server did not start"
-            time.sleep(0.1)
+        wait_for_http(url, "the static file server")
         yield url
     finally:
         server.terminate()
         server.wait(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 # One slider move in the page: from its input event to the paint after the redraw.

@@ -22,7 +22,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from ridgeline.web import lesson
 from test_web_api import LESSON_TITLES, SECTIONS
-from test_web_e2e import ARTIFACTS, base_url, browser  # noqa: F401  (fixtures)
+from test_web_e2e import ARTIFACTS, base_url  # noqa: F401  (a fixture)
 
 WIDTHS = {1400: 900, 768: 1024, 390: 844}
 INK = "rgb(31, 35, 40)"

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ridgeline._format import seconds, si
+from ridgeline.points import RooflinePoints
 from ridgeline.predict import Estimate
 
 console = Console(highlight=False)
@@ -83,30 +84,21 @@ def estimate(e: Estimate) -> None:
         console.print(f"[dim]why:[/] {line}")
 
 
-def roofline(r: dict[str, Any]) -> None:
+def roofline(r: RooflinePoints) -> None:
     console.print(
-        f"[bold]{r['gpu']}[/] ({r['maths']}): peak {si(r['peak_flops'], 'FLOP/s')}, bandwidth "
-        f"{si(r['bandwidth_bytes_per_s'], 'B/s')}, ridge [bold]{r['ridge']:,.0f}[/] FLOPs/byte; "
-        f"a pass is compute-bound from {r['compute_bound_tokens']:,} tokens"
+        f"[bold]{r.gpu}[/] ({r.maths}): peak {si(r.peak_flops, 'FLOP/s')}, bandwidth "
+        f"{si(r.bandwidth_bytes_per_s, 'B/s')}, ridge [bold]{r.ridge:,.0f}[/] FLOPs/byte; "
+        f"a pass is compute-bound from {r.compute_bound_tokens:,} tokens"
     )
     t = Table(show_edge=False)
     for col in ("point", "FLOPs/byte", "attainable", "bound", "time"):
         t.add_column(col, justify="left" if col in ("point", "bound") else "right")
-    p, d = r["prefill"], r["decode"]
-    t.add_row(
-        f"prefill {p['tokens']:,} tokens",
-        f"{p['intensity']:,.1f}",
-        si(p["attainable_flops"], "FLOP/s"),
-        p["bound"],
-        seconds(p["time_s"]),
+    rows = (
+        (f"prefill {r.prefill_tokens:,} tokens", r.prefill),
+        (f"decode batch {r.decode_batch}, context {r.decode_context:,}", r.decode),
     )
-    t.add_row(
-        f"decode batch {d['batch']}, context {d['context']:,}",
-        f"{d['intensity']:,.1f}",
-        si(d["attainable_flops"], "FLOP/s"),
-        d["bound"],
-        seconds(d["time_s"]),
-    )
+    for label, p in rows:
+        t.add_row(label, f"{p.intensity:,.1f}", si(p.attainable_flops, "FLOP/s"), p.bound, seconds(p.time_s))
     console.print(t)
 
 

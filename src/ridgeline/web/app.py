@@ -183,7 +183,7 @@ def create_app(allowed_hosts: Collection[str] | None = None) -> FastAPI:
         from ridgeline.points import roofline_points
 
         points = roofline_points(check_model(model), gpu, maths, prompt, batch, context, preset)
-        return StrictJSONResponse(points)
+        return StrictJSONResponse(points.to_dict())
 
     @app.get("/api/gpus")
     def api_gpus() -> JSONResponse:
