@@ -103,3 +103,22 @@ def test_an_unknown_engine_names_the_list(capsys: pytest.CaptureFixture[str]) ->
     assert main(["estimate", "--engine", "vllmm"]) == 2
     err = capsys.readouterr().err
     assert "vllm" in err and "ridgeline engines" in err
+
+
+def test_an_engine_runs_only_on_its_vendors_accelerators(capsys: pytest.CaptureFixture[str]) -> None:
+    assert engines()["trtllm"].runs_on == ("nvidia",)  # TensorRT-LLM is NVIDIA's alone
+    assert main(["estimate", "--engine", "trtllm", "--gpu", "mi300x"]) == 2
+    err = capsys.readouterr().err
+    assert "TensorRT-LLM does not run on amd accelerators (mi300x)" in err and err.count("\n") == 1
+    assert main(["estimate", "--engine", "sglang", "--gpu", "mi300x", "--json"]) == 0  # ROCm builds exist
+    capsys.readouterr()
+
+
+def test_a_profile_says_where_it_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "amd-only.toml"
+    path.write_text(PERFECT + 'runs_on = ["amd"]\n', encoding="utf-8")
+    assert main(["estimate", "--engine", str(path), "--gpu", "h100-sxm"]) == 2
+    assert "does not run on nvidia accelerators" in capsys.readouterr().err
+    path.write_text(PERFECT + "runs_on = [1]\n", encoding="utf-8")
+    assert main(["estimate", "--engine", str(path), "--gpu", "mi300x"]) == 2
+    assert "runs_on must be a list of vendor names" in capsys.readouterr().err

@@ -101,6 +101,8 @@ class Deployment:
             engine = get_engine(engine)
         if engine is not None and calibration is not None:
             raise RidgelineError("--engine and --calibration both set the rates: give one")
+        if engine is not None:
+            engine.check_runs_on(hw)
         return cls(
             arch=arch, prec=prec, hw=hw, par=par, eff=eff, method=method, preset=preset, calibration=source,
             engine=engine,

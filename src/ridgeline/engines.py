@@ -96,9 +96,18 @@ class EngineProfile:
     link_efficiency: float
     vendor: dict[str, float]
     scheduler: Scheduler = field(default_factory=Scheduler)
+    runs_on: tuple[str, ...] = ()  # the accelerator vendors it supports; empty: any
     uncertainty: dict[str, tuple[float, float]] = field(default_factory=dict)  # regime -> (p10, p90)
     source: str = ""
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def check_runs_on(self, hw: Accelerator) -> None:
+        """One clear line when the engine does not run on this accelerator's vendor."""
+        if self.runs_on and hw.vendor_name not in self.runs_on:
+            raise RidgelineError(
+                f"{self.label} does not run on {hw.vendor_name} accelerators ({hw.name}); "
+                f"it runs on {', '.join(self.runs_on)}"
+            )
 
     def vendor_factor(self, vendor: str) -> float:
         return self.vendor.get(vendor, self.vendor.get("default", 1.0))
@@ -215,6 +224,9 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         )
     except (TypeError, ValueError) as exc:
         raise RidgelineError(f"{w}: scheduler: {exc}") from None
+    runs_on = entry.get("runs_on", [])
+    if not isinstance(runs_on, list) or not all(isinstance(v, str) and v.isidentifier() for v in runs_on):
+        raise RidgelineError(f'{w}: runs_on must be a list of vendor names, e.g. ["nvidia", "amd"]')
     provenance = entry.get("provenance", {})
     return EngineProfile(
         name=name,
@@ -236,6 +248,7 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         ),
         vendor={str(k): _num(w, f"vendor.{k}", v, _FRACTION) for k, v in _table(w, entry, "vendor").items()},
         scheduler=scheduler,
+        runs_on=tuple(runs_on),
         uncertainty=bands,
         source=str(entry.get("source", where)),
         provenance={str(k): str(v) for k, v in provenance.items()} if isinstance(provenance, dict) else {},
@@ -316,6 +329,8 @@ def profile_to_toml(p: EngineProfile) -> str:
             }
         ),
     ]
+    if p.runs_on:
+        lines.append(f"runs_on = {_toml_value(list(p.runs_on))}")
     if p.uncertainty:
         lines.append("uncertainty = " + table({k: list(v) for k, v in p.uncertainty.items()}))
     if p.provenance:

@@ -48,14 +48,6 @@ from ridgeline.simulate.workload import Lengths, Workload, cached_prefix, clip_l
 from ridgeline.step import decode_step, prefill_step, price
 
 SLACK = 1e-9  # a bound must beat its target by more than rounding before it removes a point
-# Whose accelerators each built-in engine runs on (the profiles' vendor factors scale rates;
-# they do not say where an engine runs at all). A user's own profile runs anywhere.
-ENGINE_VENDORS = {
-    "vllm": ("nvidia", "amd", "cpu"),
-    "sglang": ("nvidia", "amd"),
-    "trtllm": ("nvidia",),
-    "llamacpp": ("nvidia", "amd", "cpu", "apple"),
-}
 
 
 @dataclass(frozen=True)
@@ -224,10 +216,7 @@ def build(
     arch: Architecture, shape: Shape, gpus: dict[str, Accelerator], profiles: dict[str, EngineProfile]
 ) -> Deployment:
     """The shape's deployment, or a RidgelineError saying why it is no configuration."""
-    vendors = ENGINE_VENDORS.get(shape.engine)
-    vendor = gpus[shape.gpu].vendor_name
-    if vendors is not None and vendor not in vendors:
-        raise RidgelineError(f"{profiles[shape.engine].label} does not run on {vendor} accelerators")
+    profiles[shape.engine].check_runs_on(gpus[shape.gpu])  # an engine's `runs_on` vendors
     bits = BITS[shape.maths]
     if shape.weights != "file" and bits < 16 and int(weight_bits(shape.weights)) != bits:
         raise RidgelineError(
