@@ -20,6 +20,16 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     )
 
 
+def run_measure(
+    url: str, out: Path, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A small `ridgeline measure` run against `url` (16 tokens in, 5 out, no warm-up)."""
+    return run_cli(
+        "measure", url, "--model", "m", "--prompt-tokens", "16", "--output-tokens", "5",
+        "--warmup", "0", "--out", str(out), *extra, env=env,
+    )  # fmt: skip
+
+
 def cli_json(*args: str) -> dict:
     proc = run_cli(*args, "--json")
     assert proc.returncode == 0, proc.stderr

@@ -15,18 +15,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
+from conftest import run_measure as measure
 from fault_server import KINDS, FaultServer
 
 FAULTS = list(KINDS)
-
-
-def measure(
-    url: str, out: Path, *extra: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return run_cli(
-        "measure", url, "--model", "m", "--prompt-tokens", "16", "--output-tokens", "5",
-        "--warmup", "0", "--out", str(out), *extra, env=env,
-    )  # fmt: skip
 
 
 def lines(path: Path) -> list[dict]:

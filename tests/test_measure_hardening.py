@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
+from conftest import run_measure as measure
 from fault_server import ECHOES, Blackhole, FaultServer, closed_port
 from ridgeline import _files
 from ridgeline.calibration import Calibration, load_calibration, save_calibration
@@ -58,15 +59,6 @@ def usage_error(proc: subprocess.CompletedProcess[str], *words: str) -> str:
     for word in words:
         assert word in proc.stderr, (word, proc.stderr)
     return proc.stderr
-
-
-def measure(
-    url: str, out: Path, *extra: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return run_cli(
-        "measure", url, "--model", "m", "--prompt-tokens", "16", "--output-tokens", "5",
-        "--warmup", "0", "--out", str(out), *extra, env=env,
-    )  # fmt: skip
 
 
 def records(path: Path) -> list[dict]:

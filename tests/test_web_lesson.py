@@ -210,9 +210,9 @@ def test_step_sixteen_plots_trainings_point() -> None:
 
 def test_the_chunk_the_page_names_is_the_simulators() -> None:
     from ridgeline.simulate import EngineConfig
-    from ridgeline.web.view import CHUNK_TOKENS
+    from ridgeline.web.view import roofline_dict
 
-    assert EngineConfig().max_num_batched_tokens == CHUNK_TOKENS
+    assert EngineConfig().max_num_batched_tokens == roofline_dict(State())["prefill_chunk_tokens"]
 
 
 def test_the_cheat_sheet_gets_a_wide_column() -> None:

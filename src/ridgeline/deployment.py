@@ -24,6 +24,8 @@ from ridgeline.models import get_model
 from ridgeline.parallel import Parallel, make_parallel
 from ridgeline.precision import Precision, make_precision
 
+LARGE_PASS_TOKENS = 1e9  # a pass this large fills the tensor cores: where a roof is read
+
 
 @dataclass(frozen=True, kw_only=True)
 class Deployment:
@@ -117,13 +119,20 @@ class Deployment:
         return self.hw.ridge(self.prec.maths)
 
     @property
-    def effective_ridge(self) -> float:
-        """Where the two sides meet once the efficiencies apply (for an engine: a large
-        matmul's FLOP/s over the weights' bytes/s)."""
+    def reach(self) -> tuple[float, float]:
+        """(FLOP/s, bytes/s) the kernels reach on a large pass: the roof the efficiencies
+        draw. The preset's or calibration's flat fractions of the peaks, or, with an engine
+        profile, a large matmul's FLOP/s and the weights' streaming bytes/s."""
         if self.engine is not None:
-            r = self.engine.rates(self, 1e9)
-            return float(r.linear_flops_per_s) / r.weight_bytes_per_s
-        return self.eff.compute * self.peak_flops / (self.eff.bandwidth * self.hw.bandwidth_bytes_per_s)
+            r = self.engine.rates(self, LARGE_PASS_TOKENS)
+            return float(r.linear_flops_per_s), float(r.weight_bytes_per_s)
+        return self.eff.compute * self.peak_flops, self.eff.bandwidth * self.hw.bandwidth_bytes_per_s
+
+    @property
+    def effective_ridge(self) -> float:
+        """Where the two sides of the reached roof meet."""
+        flops_per_s, bytes_per_s = self.reach
+        return flops_per_s / bytes_per_s
 
     @property
     def ttft_offset_s(self) -> float:

@@ -14,10 +14,9 @@ from ridgeline.step import decode_step, prefill_step
 
 
 def attainable_flops(m: Deployment, intensity: float) -> float:
-    """The roof at an intensity, with the machine's efficiencies applied."""
-    roof = m.eff.compute * m.peak_flops
-    slope = m.eff.bandwidth * m.hw.bandwidth_bytes_per_s * intensity
-    return min(roof, slope)
+    """The roof at an intensity, with the machine's efficiencies (or engine) applied."""
+    flops_per_s, bytes_per_s = m.reach
+    return min(flops_per_s, bytes_per_s * intensity)
 
 
 @dataclass(frozen=True)

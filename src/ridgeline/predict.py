@@ -16,6 +16,7 @@ from ridgeline.calibration import Calibration
 from ridgeline.checks import check_price, check_size
 from ridgeline.cost import Cost, token_cost
 from ridgeline.deployment import Deployment
+from ridgeline.engines import EngineProfile
 from ridgeline.errors import RidgelineError
 from ridgeline.explain import explain
 from ridgeline.hardware import Accelerator
@@ -193,15 +194,14 @@ def estimate(
     gpu_file: str | Path | None = None,
     calibration: str | Path | Calibration | None = None,
     method: str = "lesson",
+    engine: str | EngineProfile | None = None,
 ) -> Estimate:
     """Estimate one request (or `batch` identical ones) end to end. `output` counts decode
     steps: the prefill emits the first token, then each step one more."""
-    for name, value in (("--prompt-tokens", prompt), ("--output-tokens", output), ("--batch", batch)):
-        check_size(name, value)
     d = Deployment.build(
         model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep, preset=preset,
         compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
-        method=method,
+        method=method, engine=engine,
     )  # fmt: skip
     return estimate_on(d, prompt=prompt, output=output, batch=batch, price_per_gpu_hour=price_per_gpu_hour)
 

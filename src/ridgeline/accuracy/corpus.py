@@ -142,7 +142,7 @@ def deployment(row: Row, profile: EngineProfile | None) -> Deployment:
 def predict(row: Row, profile: EngineProfile | None, d: Deployment | None = None) -> float:
     """The row's quantity, predicted, in the row's unit."""
     d = d or deployment(row, profile)
-    http_s = profile.first_token_s if (profile is not None and row.http) else 0.0
+    http_s = d.ttft_offset_s if row.http else 0.0  # the profile's first-token cost
     k = row.kind
     if k in ("ttft", "pp"):
         prefill_s = float(prefill_step(d, row.input, 1).time_s)
@@ -157,7 +157,7 @@ def predict(row: Row, profile: EngineProfile | None, d: Deployment | None = None
         if k == "gen_speed":
             return row.output / e2e
         return b * row.output / e2e / (row.tp if row.per_gpu else 1)
-    summary = _simulate(row, d, profile)
+    summary = _simulate(row, d)
     if k == "tpot":
         return _unit(summary["tpot_p50"], row.unit)
     if k == "ttft_load":
@@ -170,15 +170,15 @@ def _unit(seconds: float, unit: str) -> float:
     return seconds * 1e3 if unit == "ms" else seconds
 
 
-def _simulate(row: Row, d: Deployment, profile: EngineProfile | None) -> dict[str, Any]:
-    from ridgeline.simulate import EngineConfig, Workload, simulate
+def _simulate(row: Row, d: Deployment) -> dict[str, Any]:
+    from ridgeline.simulate import Workload, simulate
+    from ridgeline.simulate.run import engine_config
     from ridgeline.simulate.workload import Lengths
 
-    sched = profile.scheduler if profile is not None else None
-    seqs = row.max_num_seqs or (sched.max_num_seqs if sched else 256)
-    budget = row.max_num_batched_tokens or (sched.max_num_batched_tokens if sched else 8192)
-    policy = row.policy or (sched.policy if sched else "vllm")
-    cfg = EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=max(budget, seqs), policy=policy)
+    cfg = engine_config(d, row.max_num_seqs, row.max_num_batched_tokens, policy=row.policy)
+    seqs = cfg.max_num_seqs
+    if cfg.max_num_batched_tokens < seqs:  # vLLM requires a budget of at least one token a sequence
+        cfg = replace(cfg, max_num_batched_tokens=seqs)
     prompt, output = Lengths("fixed", row.input), Lengths("fixed", max(row.output - 1, 1))
     if row.kind in ("tpot", "ttft_load"):
         n = max(row.requests, 4 * row.batch)
@@ -190,7 +190,6 @@ def _simulate(row: Row, d: Deployment, profile: EngineProfile | None) -> dict[st
         )
     result = simulate(d, w, engine=cfg)
     s = result.summary
-    s = s.to_dict() if hasattr(s, "to_dict") else s
     recs = result.records
     makespan = max(r["arrival_s"] + r["e2e_s"] for r in recs) - min(r["arrival_s"] for r in recs)
     return {

@@ -351,13 +351,19 @@ def _first_words(lines: list[list[str]], n: int) -> str:
     return "\n".join(out)
 
 
+def _stage(cv: Canvas, f: Figures, bandwidth_bytes_per_s: float) -> tuple[Wall, Chip]:
+    """What every phase's scene stands on: the wall of numbers, the chip and its memory bus."""
+    wall = Wall(cv, WALL, _wall_label(f))
+    chip = Chip(cv, CHIP, f.gpu if f.gpus == 1 else f"{f.gpus} × {f.gpu}")
+    _bus(cv, si(bandwidth_bytes_per_s, "B/s"))
+    return wall, chip
+
+
 def scene_prefill(cv: Canvas, film: Film) -> Update:
     f = film.figures
     e = f.prefill
     p = e.prefill
-    wall = Wall(cv, WALL, _wall_label(f))
-    chip = Chip(cv, CHIP, f.gpu if f.gpus == 1 else f"{f.gpus} × {f.gpu}")
-    _bus(cv, si(e.gpu.bandwidth_bytes_per_s, "B/s"))
+    wall, chip = _stage(cv, f, e.gpu.bandwidth_bytes_per_s)
     x0, y0, x1, y1 = SLUICE
     cv.ax.plot([x0, x1], [y1 + 0.06, y1 + 0.06], color=INK, linewidth=3)
     cv.ax.plot([x0, x1], [y0 - 0.06, y0 - 0.06], color=INK, linewidth=3)
@@ -416,9 +422,7 @@ def scene_decode(cv: Canvas, film: Film) -> Update:
     f = film.figures
     e = f.decode
     d = e.decode
-    wall = Wall(cv, WALL, _wall_label(f))
-    chip = Chip(cv, CHIP, f.gpu if f.gpus == 1 else f"{f.gpus} × {f.gpu}")
-    _bus(cv, si(e.gpu.bandwidth_bytes_per_s, "B/s"))
+    wall, chip = _stage(cv, f, e.gpu.bandwidth_bytes_per_s)
     tx0, ty0, tx1, ty1 = TAP
     cv.rect((tx0, ty0, tx1, ty1), facecolor=DECODE, edgecolor="none")
     cv.rect((tx0 - 0.9, ty1 - 0.02, tx1, ty1 + 0.22), facecolor=DECODE, edgecolor="none")

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ridgeline.checks import MAX_COUNT, MAX_TOKENS, check_fraction, check_size
+from ridgeline.engines import Scheduler
 from ridgeline.errors import RidgelineError
 from ridgeline.ledger import attended_pairs, cached_tokens
 from ridgeline.simulate.kvcache import MAX_BLOCK_TOKENS, KvCache
@@ -37,12 +38,12 @@ MAX_ITERATIONS = 100_000_000  # engine steps (or jumped runs) of one replica in 
 class EngineConfig:
     """vLLM's knobs, and the scheduler policy by name (scheduler.POLICIES), checked when built."""
 
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = Scheduler.max_num_seqs  # vLLM's defaults, as engines.Scheduler states them
+    max_num_batched_tokens: int = Scheduler.max_num_batched_tokens
     block_tokens: int = 16
     gpu_memory_utilization: float = 0.9
     jump: bool = True  # closed-form runs of decode steps; False steps one by one
-    policy: str = "vllm"
+    policy: str = Scheduler.policy
 
     def __post_init__(self) -> None:
         self.check()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ridgeline import ledger, memory, parallel
 from ridgeline.checks import MAX_COUNT, MAX_TOKENS, check_fraction, check_size
 from ridgeline.deployment import Deployment
+from ridgeline.engines import Scheduler
 from ridgeline.errors import RidgelineError
 
 BLOCK_TOKENS = 16
@@ -42,8 +43,8 @@ def kv_cache(
     m: Deployment,
     block_tokens: int = BLOCK_TOKENS,
     utilization: float = memory.GPU_MEMORY_UTILIZATION,
-    max_num_seqs: int = 256,
-    max_num_batched_tokens: int = 8192,
+    max_num_seqs: int = Scheduler.max_num_seqs,
+    max_num_batched_tokens: int = Scheduler.max_num_batched_tokens,
 ) -> KvCache:
     """The cache a deployment has once the memory plan for a full step (max_num_seqs
     sequences sharing max_num_batched_tokens) has set the weights and activations aside."""

@@ -75,6 +75,7 @@ def engine_config(
     block_tokens: int = 16,
     gpu_memory_utilization: float = 0.9,
     jump: bool = True,
+    policy: str | None = None,
 ) -> EngineConfig:
     """The engine's knobs: those given, else the deployment's engine profile's scheduler
     (its policy, max sequences and batched-token budget), else vLLM's defaults."""
@@ -87,7 +88,7 @@ def engine_config(
         block_tokens=block_tokens,
         gpu_memory_utilization=gpu_memory_utilization,
         jump=jump,
-        policy=base.policy,
+        policy=base.policy if policy is None else policy,
     )
 
 

@@ -14,14 +14,13 @@ from functools import lru_cache
 from typing import Any
 
 from ridgeline.deployment import Deployment
-from ridgeline.engines import engines
+from ridgeline.engines import Scheduler, engines
 from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.ledger import TRAINING_BYTES_PER_PARAM, training_flops_per_token
 from ridgeline.models import catalogue_names
 from ridgeline.points import attainable_flops
 from ridgeline.predict import estimate_on
 from ridgeline.request import compute_bound_tokens
-from ridgeline.roofline import pass_rates
 from ridgeline.step import decode_step
 
 # The chart's roofs are drawn between these intensities (FLOPs per byte); the page clips.
@@ -36,12 +35,6 @@ MAX_NAME = {"model": 64, "gpu": 64, "weights": 16, "preset": 16, "maths": 16, "e
 # The engine a state names when it names none: the lesson's plain roofline, the preset's flat
 # fractions of peak. Any other name is an engine profile's (`ridgeline engines`).
 NO_ENGINE = "none"
-# A pass this large fills the tensor cores: where an engine profile's roof is read (as
-# Deployment.effective_ridge reads it).
-LARGE_PASS_TOKENS = 1e9
-# A scheduler runs a batch's prompts in chunks of at most this many tokens a step (vLLM's
-# default max_num_batched_tokens, as simulate.EngineConfig); the estimate runs them as one.
-CHUNK_TOKENS = 8192
 # The training point on the chart: a step of this many tokens on each GPU (say 8 sequences
 # of 2,048), 6·P FLOPs a token over the ~16 bytes a parameter of training state.
 TRAINING_TOKENS_PER_STEP = 16_384
@@ -135,24 +128,6 @@ def machine(s: State) -> Deployment:
     )
 
 
-def reach(m: Deployment) -> tuple[float, float]:
-    """The dashed roof: (FLOP/s, bytes/s) the kernels reach. The preset's flat fractions of
-    the peaks, or, with an engine profile, the rates it gives a large pass (its matmuls'
-    FLOP/s, its weight reads' bytes/s: where `Deployment.effective_ridge` puts the corner)."""
-    if m.engine is None:
-        return m.eff.compute * m.peak_flops, m.eff.bandwidth * m.hw.bandwidth_bytes_per_s
-    r = pass_rates(m, LARGE_PASS_TOKENS)
-    return float(r.linear_flops_per_s), float(r.weight_bytes_per_s)
-
-
-def attainable(m: Deployment, intensity: float) -> float:
-    """The dashed roof at an intensity: `points.attainable_flops`, or an engine's."""
-    if m.engine is None:
-        return attainable_flops(m, intensity)
-    flops_per_s, bytes_per_s = reach(m)
-    return min(flops_per_s, bytes_per_s * intensity)
-
-
 @lru_cache(maxsize=512)
 def estimate_dict(s: State) -> dict[str, Any]:
     """Exactly `ridgeline estimate --json` for this state."""
@@ -161,7 +136,7 @@ def estimate_dict(s: State) -> dict[str, Any]:
 
 def _point(m: Deployment, phase: dict[str, Any]) -> dict[str, Any]:
     i = phase["intensity"]
-    return {"intensity": i, "attainable_flops": attainable(m, i), "bound": phase["bound"]}
+    return {"intensity": i, "attainable_flops": attainable_flops(m, i), "bound": phase["bound"]}
 
 
 def training_point(m: Deployment) -> dict[str, Any]:
@@ -175,7 +150,7 @@ def training_point(m: Deployment) -> dict[str, Any]:
     return {
         "tokens": tokens,
         "intensity": intensity,
-        "attainable_flops": attainable(m, intensity),
+        "attainable_flops": attainable_flops(m, intensity),
         "bound": bound,
     }
 
@@ -189,7 +164,8 @@ def roofline_dict(s: State) -> dict[str, Any]:
     m = machine(s)
     ideal = m.at_peak()
     prefill_tokens = s.batch * s.prompt
-    flops_per_s, bytes_per_s = reach(m)
+    flops_per_s, bytes_per_s = m.reach
+    chunk = (m.engine.scheduler if m.engine is not None else Scheduler()).max_num_batched_tokens
     engine = None
     if m.engine is not None:
         engine = {"name": m.engine.name, "label": m.engine.label, "band": bool(e["uncertainty"])}
@@ -202,7 +178,9 @@ def roofline_dict(s: State) -> dict[str, Any]:
         "bandwidth_eff": bytes_per_s / m.hw.bandwidth_bytes_per_s,
         "engine": engine,  # the profile whose rates set the dashed roof, or None: the preset's
         "roof": [[i, attainable_flops(ideal, i)] for i in (INTENSITY_MIN, ideal.ridge, INTENSITY_MAX)],
-        "effective_roof": [[i, attainable(m, i)] for i in (INTENSITY_MIN, m.effective_ridge, INTENSITY_MAX)],
+        "effective_roof": [
+            [i, attainable_flops(m, i)] for i in (INTENSITY_MIN, m.effective_ridge, INTENSITY_MAX)
+        ],
         "prefill": {"tokens": prefill_tokens, **_point(m, e["prefill"])},
         # decode steps run at contexts prompt .. prompt + output - 1 for every user
         "decode": {
@@ -214,9 +192,10 @@ def roofline_dict(s: State) -> dict[str, Any]:
         "training": training_point(m),
         "compute_bound_tokens": compute_bound_tokens(m),
         "prefill_attention_share": e["prefill"]["attention_share"],
-        # batched prefill: the estimate runs every prompt as one pass; a scheduler in chunks
-        "prefill_chunk_tokens": CHUNK_TOKENS,
-        "prefill_chunks": math.ceil(prefill_tokens / CHUNK_TOKENS),
+        # batched prefill: the estimate runs every prompt as one pass; a scheduler runs it in
+        # chunks of its batched-token budget (the engine's, or vLLM's default)
+        "prefill_chunk_tokens": chunk,
+        "prefill_chunks": math.ceil(prefill_tokens / chunk),
         # the decode speed limit: one step that reads the weights and no KV cache
         "decode_floor_s": float(decode_step(m, 0, s.batch).time_s),
     }
