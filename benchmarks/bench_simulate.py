@@ -36,7 +36,8 @@ def capacity_per_s(max_num_seqs: int = 256) -> float:
         duration_s=None,
     )
     s = simulate(workload=w, engine=EngineConfig(max_num_seqs=max_num_seqs)).summary
-    return float(s["requests_per_s"])
+    assert s is not None
+    return s.requests_per_s
 
 
 def one_core() -> None:

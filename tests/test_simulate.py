@@ -7,6 +7,7 @@ over runs of decode steps gives the stepped timeline; Little's law; overload; pr
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from typing import Any
@@ -178,7 +179,7 @@ def test_littles_law_in_a_steady_state() -> None:
     within the Poisson count's statistical error, over a window clear of warm-up and drain."""
     rate = 12.0
     res = simulate(Deployment.build(), workload=lognormal(rate, 6000, seed=3))
-    assert not res.summary["overloaded"]
+    assert not res.summary.overloaded
     tr = res.engines[0].trace
     t = np.frombuffer(tr.t_s)
     dt = np.frombuffer(tr.dt_s)
@@ -201,17 +202,17 @@ def test_overload_grows_the_queue_without_bound_and_says_so() -> None:
     short = simulate(m, workload=lognormal(50, 600)).summary
     long_run = simulate(m, workload=lognormal(50, 1800))
     long, long_records = long_run.summary, long_run.records
-    assert short["overloaded"] and long["overloaded"]
-    assert long["ttft_s"]["p99"] > 2.5 * short["ttft_s"]["p99"]
-    assert long["queue_s"]["mean"] > 2.5 * short["queue_s"]["mean"]
-    assert any(w.startswith("overloaded") for w in long["warnings"])
+    assert short.overloaded and long.overloaded
+    assert long.ttft_s.p99 > 2.5 * short.ttft_s.p99
+    assert long.queue_s.mean > 2.5 * short.queue_s.mean
+    assert any(w.startswith("overloaded") for w in long.warnings)
     # the service rate mu: completions per second while the queue is never empty
     finish = np.sort([r["arrival_s"] + r["e2e_s"] for r in long_records])
     mu = float(np.sum((finish > 10) & (finish < 30)) / 20)
     # request i arrives at i / lambda and is admitted near i / mu: its wait grows as (lambda / mu - 1) t
-    assert long["queue_growth"] == pytest.approx(50 / mu - 1, rel=0.1)
+    assert long.queue_growth == pytest.approx(50 / mu - 1, rel=0.1)
     calm = simulate(m, workload=lognormal(5, 600)).summary
-    assert not calm["overloaded"] and not calm["warnings"]
+    assert not calm.overloaded and not calm.warnings
 
 
 def test_kv_shortage_preempts_and_counts_it() -> None:
@@ -228,13 +229,13 @@ def test_kv_shortage_preempts_and_counts_it() -> None:
     small = simulate(m, workload=workload, engine=EngineConfig(gpu_memory_utilization=0.35))
     assert small.kv.tokens < 48 * 5500
     s = small.summary
-    assert s["preemptions"] > 0
-    assert s["preemptions"] == sum(r["preemptions"] for r in small.records) == small.engines[0].preemptions
-    assert s["completed"] == 200
+    assert s.preemptions > 0
+    assert s.preemptions == sum(r["preemptions"] for r in small.records) == small.engines[0].preemptions
+    assert s.completed == 200
     assert all(r["output_tokens"] == 1501 for r in small.records)
     ample = simulate(m, workload=workload)
     assert ample.kv.tokens > 48 * 5500
-    assert ample.summary["preemptions"] == 0
+    assert ample.summary.preemptions == 0
 
 
 def test_kv_capacity_is_the_memory_plans_room() -> None:
@@ -286,13 +287,13 @@ def test_mfu_and_mbu_are_the_ledgers_flops_and_bytes_over_time() -> None:
     passes = [ledger.pass_work(m.arch, m.prec, prompt, 0)]
     passes += [ledger.pass_work(m.arch, m.prec, 1, prompt + i) for i in range(output)]
     total_s = request.request_timeline(m, prompt, output).total_s
-    u = res.summary["utilisation"]
-    assert u["mfu"] == pytest.approx(sum(w.flops for w in passes) / (total_s * 989e12), rel=1e-9)
-    assert u["mbu"] == pytest.approx(sum(w.bytes for w in passes) / (total_s * 3.35e12), rel=1e-9)
-    ts = u["timeseries"]
+    u = res.summary.utilisation
+    assert u.mfu == pytest.approx(sum(w.flops for w in passes) / (total_s * 989e12), rel=1e-9)
+    assert u.mbu == pytest.approx(sum(w.bytes for w in passes) / (total_s * 3.35e12), rel=1e-9)
+    ts = u.timeseries
     width = total_s / len(ts["t_s"])
     assert sum(ts["busy"]) * width == pytest.approx(total_s, rel=1e-9)
-    assert sum(ts["mbu"]) / len(ts["mbu"]) == pytest.approx(u["mbu"], rel=1e-9)
+    assert sum(ts["mbu"]) / len(ts["mbu"]) == pytest.approx(u.mbu, rel=1e-9)
     # decode alone is memory-bound: it moves bytes at the lesson's 80% of bandwidth
     assert max(ts["mbu"]) == pytest.approx(0.8, rel=1e-6)
 
@@ -303,8 +304,8 @@ def test_replicas_share_the_load() -> None:
         res = simulate(m, workload=lognormal(30, 1200), replicas=2, router=router)
         counts = np.bincount([r["replica"] for r in res.records], minlength=2)
         assert abs(int(counts[0]) - int(counts[1])) <= 0.1 * 1200
-        assert not res.summary["overloaded"]  # one replica alone would be (30/s > about 25/s)
-        assert res.summary["completed"] == 1200
+        assert not res.summary.overloaded  # one replica alone would be (30/s > about 25/s)
+        assert res.summary.completed == 1200
 
 
 def test_arrival_processes_have_their_rates_and_burstiness() -> None:
@@ -342,7 +343,7 @@ def test_lengths_keep_their_means_and_a_seed_repeats_a_run() -> None:
 def test_closed_loop_keeps_its_clients_busy() -> None:
     """C clients with no think time: C requests in the system at all times until the end."""
     res = simulate(Deployment.build(), workload=fixed(500, 100, concurrency=8, requests=80))
-    assert res.summary["completed"] == 80
+    assert res.summary.completed == 80
     tr = res.engines[0].trace
     running = np.frombuffer(tr.running, dtype=np.int64) + np.frombuffer(tr.waiting, dtype=np.int64)
     assert np.median(running) == 8
@@ -378,8 +379,9 @@ def test_the_summary_from_the_arrays_is_the_summary_of_the_records(
 
     res = simulate(Deployment.build(), workload=workload, engine=engine, slo=slo)
     assert "records" not in vars(res)  # not built yet
-    of_records = report.summarize(res.records, res.summary["duration_s"], slo)
-    assert {k: res.summary[k] for k in of_records} == of_records
+    of_records = report.summarize(res.records, res.summary.duration_s, slo)
+    shared = {f.name: getattr(res.summary, f.name) for f in dataclasses.fields(of_records)}
+    assert metrics.Summary(**shared) == of_records
 
 
 def test_user_mistakes_are_one_line_errors() -> None:

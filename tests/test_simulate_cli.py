@@ -40,6 +40,36 @@ def test_simulate_json_keys_are_stable() -> None:
     assert 0.006 < data["tpot_s"]["p50"] < 0.02
 
 
+# `simulate --json`'s keys as the README documents them, in order: the typed summary's
+# to_dict() is the JSON, so a renamed or reordered field shows here.
+DOCUMENTED_KEYS = [
+    *("ttft_s", "tpot_s", "e2e_s", "queue_s", "requests", "completed", "errors", "duration_s"),
+    *("throughput_tokens_per_s", "requests_per_s", "goodput_requests_per_s", "slo_attainment"),
+    *("preemptions", "input_tokens_per_s", "offered_rate_per_s", "overloaded", "queue_growth"),
+    *("slo", "utilisation", "deployment", "engine", "workload", "warnings"),
+]
+
+
+def test_the_typed_summary_is_the_documented_json() -> None:
+    from ridgeline.simulate import Lengths, Workload, simulate
+
+    slo = metrics.Slo(ttft_s=0.5, tpot_s=0.05)
+    w = Workload(prompt=Lengths("fixed", 500), output=Lengths("fixed", 50), rate_per_s=2.0, requests=40)
+    s = simulate(workload=w, slo=slo).summary
+    assert s is not None and s.slo is not None
+    data = s.to_dict()
+    assert list(data) == DOCUMENTED_KEYS
+    assert list(data["ttft_s"]) == ["n", "mean", "p50", "p90", "p99", "p99_ci95", "warnings"]
+    assert list(data["slo"]) == ["ttft_s", "tpot_s", "e2e_s", "p99_met", "met"]
+    assert set(data["utilisation"]["timeseries"]) == {
+        *("t_s", "busy", "batch", "waiting", "kv_utilisation", "mfu", "mbu"),
+    }
+    # the attributes and the JSON are one value
+    assert data["ttft_s"]["p99"] == s.ttft_s.p99 and data["utilisation"]["mfu"] == s.utilisation.mfu
+    assert data["slo"]["met"] == s.slo.met and s.met == (s.slo.met and not s.overloaded)
+    assert data["warnings"] == list(s.warnings)
+
+
 def test_records_file_replays_as_a_trace(tmp_path: Path) -> None:
     """The JSONL records a run writes are the shared schema, and replaying them (arrival_s,
     prompt_tokens, output_tokens) as a trace gives the same run."""

@@ -28,7 +28,7 @@ def meets(rate: float, seed: int, requests: int) -> bool:
         seed=seed,
     )
     s = simulate(workload=run, slo=SLO).summary
-    return s["ttft_s"]["p99"] <= SLO.ttft_s and s["tpot_s"]["p99"] <= SLO.tpot_s and not s["overloaded"]
+    return s.ttft_s.p99 <= SLO.ttft_s and s.tpot_s.p99 <= SLO.tpot_s and not s.overloaded
 
 
 def test_the_rate_found_meets_the_slo_and_ten_percent_more_breaks_it() -> None:

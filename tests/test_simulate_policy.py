@@ -39,8 +39,8 @@ def test_no_evict_never_preempts_and_runs_exactly_the_lives_that_fit(tight: Depl
     cfg = EngineConfig(policy="no-evict", max_num_seqs=1024, block_tokens=BLOCK)
     r = simulate(tight, overload(), engine=cfg)
     (engine,) = r.engines
-    assert r.summary["preemptions"] == 0
-    assert r.summary["completed"] == 300
+    assert r.summary.preemptions == 0
+    assert r.summary.completed == 300
     life = math.ceil((PROMPT + OUTPUT) / BLOCK)  # blocks a request holds by its last token
     assert max(engine.trace.running) == r.kv.blocks // life
 
@@ -49,7 +49,7 @@ def test_vllm_on_the_same_cache_admits_more_and_preempts(tight: Deployment) -> N
     cfg = EngineConfig(policy="vllm", max_num_seqs=1024, block_tokens=BLOCK)
     r = simulate(tight, overload(), engine=cfg)
     life = math.ceil((PROMPT + OUTPUT) / BLOCK)
-    assert r.summary["preemptions"] > 0  # it admitted on today's blocks, then ran out
+    assert r.summary.preemptions > 0  # it admitted on today's blocks, then ran out
     assert max(r.engines[0].trace.running) > r.kv.blocks // life
 
 
@@ -84,7 +84,7 @@ def test_a_policy_plugs_in_by_name(tight: Deployment, monkeypatch: pytest.Monkey
     r = simulate(tight, burst, engine=EngineConfig(policy="one-at-a-time"))
     reqs = r.reqs
     order = sorted(range(len(reqs)), key=lambda i: reqs.admit_s[i])
-    assert r.summary["completed"] == 12
+    assert r.summary.completed == 12
     assert max(r.engines[0].trace.running) == 1
     for before, after in itertools.pairwise(order):
         assert reqs.admit_s[after] >= reqs.finish_s[before]  # strictly one after another

@@ -328,9 +328,39 @@ class Slo:
         return int(ok.sum())
 
 
+@dataclass(frozen=True)
+class Summary:
+    """What a run of requests came to: each latency's percentiles (over the requests without
+    errors), the counts, and the rates over the run's duration. `to_dict()` is the JSON."""
+
+    ttft_s: Percentiles
+    tpot_s: Percentiles
+    e2e_s: Percentiles
+    queue_s: Percentiles
+    requests: int
+    completed: int
+    errors: int
+    duration_s: float
+    throughput_tokens_per_s: float
+    requests_per_s: float
+    goodput_requests_per_s: float
+    slo_attainment: float | None
+    preemptions: int
+
+    def latency(self, key: str) -> Percentiles:
+        """The percentiles of one of LATENCY_KEYS, by name."""
+        if key not in LATENCY_KEYS:
+            raise KeyError(key)
+        p: Percentiles = getattr(self, key)
+        return p
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 def summarize(
     records: Sequence[dict[str, Any]], duration_s: float, slo: Slo | None = None, boot: int = 1000
-) -> dict[str, Any]:
+) -> Summary:
     """Aggregate records: percentiles of TTFT, TPOT, E2E and queueing; throughput; goodput."""
     ok = [r for r in records if not r.get("error")]
     slo = slo or Slo()
@@ -357,16 +387,17 @@ def summarize_columns(
     preemptions: int,
     duration_s: float,
     boot: int = 1000,
-) -> dict[str, Any]:
+) -> Summary:
     """`summarize` from columns: each of LATENCY_KEYS over the requests without errors (a
     list, or an array with NaN where a value is missing), and the counts."""
     completed = len(latencies["ttft_s"])
     duration = max(duration_s, 1e-12)
-    summary: dict[str, Any] = {
-        key: p.to_dict()
-        for key, p in percentiles_of({k: latencies[k] for k in LATENCY_KEYS}, boot=boot).items()
-    }
-    summary.update(
+    p = percentiles_of({k: latencies[k] for k in LATENCY_KEYS}, boot=boot)
+    return Summary(
+        ttft_s=p["ttft_s"],
+        tpot_s=p["tpot_s"],
+        e2e_s=p["e2e_s"],
+        queue_s=p["queue_s"],
         requests=requests,
         completed=completed,
         errors=requests - completed,
@@ -377,4 +408,3 @@ def summarize_columns(
         slo_attainment=good / requests if requests else None,
         preemptions=preemptions,
     )
-    return summary

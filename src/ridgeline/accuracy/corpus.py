@@ -190,11 +190,12 @@ def _simulate(row: Row, d: Deployment) -> dict[str, Any]:
         )
     result = simulate(d, w, engine=cfg)
     s = result.summary
+    assert s is not None  # simulate() summarizes unless told not to
     recs = result.records
     makespan = max(r["arrival_s"] + r["e2e_s"] for r in recs) - min(r["arrival_s"] for r in recs)
     return {
-        "tpot_p50": s["tpot_s"]["p50"],
-        "ttft_p50": s["ttft_s"]["p50"],
+        "tpot_p50": s.tpot_s.p50,
+        "ttft_p50": s.ttft_s.p50,
         "requests": len(result.records),
         "makespan_s": makespan,
     }

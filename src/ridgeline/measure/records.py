@@ -148,7 +148,7 @@ def summary(recs: list[dict[str, Any]], slo: metrics.Slo | None = None) -> dict[
         if r.get("chunk_tokens"):
             itl += metrics.itl_per_token(r["chunk_gaps_s"], r["chunk_tokens"])
     rates = [metrics.decode_tokens_per_s(r["ttft_s"], r["e2e_s"], r["output_tokens"]) for r in ok]
-    out = metrics.summarize(recs, _span_s(recs), slo)
+    out = metrics.summarize(recs, _span_s(recs), slo).to_dict()
     out.update(
         itl_s=metrics.percentiles(itl, "itl_s").to_dict(),
         decode_tokens_per_s=metrics.percentiles(rates, "decode_tokens_per_s").to_dict(),

@@ -163,8 +163,9 @@ def simulate(
         result = run(d, w, engine=cfg, replicas=replicas, router=router, slo=slo, progress=progress)
     if out:
         out_files.write_records(out, result.records)
+    assert result.summary is not None  # run() summarizes unless told not to
     if as_json:
-        _emit(result.summary)
+        _emit(result.summary.to_dict())
         return
     from ridgeline.simulate import render
 

@@ -277,6 +277,8 @@ class Engine:
                 compute = c0 + model.pair_s[0] * pairs
                 memory = m0 + model.cached_s[0] * cached
                 dt = (compute if compute > memory else memory) + f0
+                if chunks and model.sampled_s:
+                    dt += model.sampled_s * (self.sampled(chunks) - tokens)
             else:
                 dt = model.time_s(tokens, [pairs], [cached], self.sampled(chunks))
             self.record(dt, 1, tokens, pairs, cached)

@@ -360,6 +360,7 @@ def capacity(
     res = simulate(m, confirm, engine=cfg, slo=slo)
     tick()
     s = res.summary
+    assert s is not None  # simulate() summarizes unless told not to
     prompt_mean = statistics.fmean(res.reqs.prompt)
     output_mean = statistics.fmean(res.reqs.output) + 1  # tokens emitted: M + 1
     fleet_rate = best if target_rate_per_s is None else target_rate_per_s
@@ -385,14 +386,14 @@ def capacity(
         at_max={
             "rate_per_s": best,
             "seed": workload.seed + seeds,
-            "ttft_p99_s": s["ttft_s"]["p99"],
-            "tpot_p99_s": s["tpot_s"]["p99"],
-            "e2e_p99_s": s["e2e_s"]["p99"],
-            "met": bool(s["slo"]["met"]) and not s["overloaded"],
-            "slo_attainment": s["slo_attainment"],
-            "throughput_tokens_per_s": s["throughput_tokens_per_s"],
-            "input_tokens_per_s": s["input_tokens_per_s"],
-            "mean_batch": s["utilisation"]["mean_batch"],
+            "ttft_p99_s": s.ttft_s.p99,
+            "tpot_p99_s": s.tpot_s.p99,
+            "e2e_p99_s": s.e2e_s.p99,
+            "met": s.met,
+            "slo_attainment": s.slo_attainment,
+            "throughput_tokens_per_s": s.throughput_tokens_per_s,
+            "input_tokens_per_s": s.input_tokens_per_s,
+            "mean_batch": s.utilisation.mean_batch,
             "prompt_tokens_mean": prompt_mean,
             "output_tokens_mean": output_mean,
         },

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from ridgeline._format import seconds
 from ridgeline.simulate.workload import Workload
+
+if TYPE_CHECKING:
+    from ridgeline.simulate.run import Summary
 
 console = Console(highlight=False)
 ROWS = (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("E2E", "e2e_s"), ("queue", "queue_s"))
@@ -24,8 +27,8 @@ def _lengths(d: dict[str, Any]) -> str:
     return f"{d['kind']} around {d['mean']:,}"
 
 
-def simulation(s: dict[str, Any], out: str | None = None) -> None:
-    d, w, u = s["deployment"], s["workload"], s["utilisation"]
+def simulation(s: Summary, out: str | None = None) -> None:
+    d, w, u = s.deployment, s.workload, s.utilisation
     load = (
         f"closed loop, {w['concurrency']} clients"
         if w["arrival"] == "closed"
@@ -36,47 +39,47 @@ def simulation(s: dict[str, Any], out: str | None = None) -> None:
     console.print(
         f"[bold]{d['model']}[/] on {d['replicas']} replica{'s' if d['replicas'] > 1 else ''} of "
         f"{d['gpus_per_replica']}x [bold]{d['gpu']}[/] "
-        f"({d['weights']}) · {load} · {s['requests']:,} requests · prompt {_lengths(w['prompt'])}, "
+        f"({d['weights']}) · {load} · {s.requests:,} requests · prompt {_lengths(w['prompt'])}, "
         f"output {_lengths(w['output'])} · seed {w['seed']}"
     )
     t = Table(show_edge=False)
     for col in ("", "p50", "p90", "p99", "p99 95% CI", "mean", "n"):
         t.add_column(col, justify="left" if not col else "right")
     for label, key in ROWS:
-        p = s[key]
-        ci = p["p99_ci95"]
+        p = s.latency(key)
+        ci = p.p99_ci95
         t.add_row(
             label,
-            _s(p["p50"]),
-            _s(p["p90"]),
-            f"[bold]{_s(p['p99'])}[/]",
+            _s(p.p50),
+            _s(p.p90),
+            f"[bold]{_s(p.p99)}[/]",
             f"{_s(ci[0])} – {_s(ci[1])}" if ci else "–",
-            _s(p["mean"]),
-            f"{p['n']:,}",
+            _s(p.mean),
+            f"{p.n:,}",
         )
     console.print(t)
     console.print(
-        f"{s['throughput_tokens_per_s']:,.0f} output tokens/s ({s['input_tokens_per_s']:,.0f} input) · "
-        f"{s['requests_per_s']:.3g} requests/s over {s['duration_s']:.4g} s · "
-        f"preemptions {s['preemptions']:,}"
+        f"{s.throughput_tokens_per_s:,.0f} output tokens/s ({s.input_tokens_per_s:,.0f} input) · "
+        f"{s.requests_per_s:.3g} requests/s over {s.duration_s:.4g} s · "
+        f"preemptions {s.preemptions:,}"
     )
     console.print(
-        f"batch mean {u['mean_batch']:.1f} (max {u['max_batch']}) · KV cache {u['kv_utilisation_mean']:.0%} "
-        f"mean, {u['kv_utilisation_peak']:.0%} peak of {d['kv_tokens']:,} tokens · MFU {u['mfu']:.0%} · "
-        f"MBU {u['mbu']:.0%} · {u['steps']:,} steps"
+        f"batch mean {u.mean_batch:.1f} (max {u.max_batch}) · KV cache {u.kv_utilisation_mean:.0%} "
+        f"mean, {u.kv_utilisation_peak:.0%} peak of {d['kv_tokens']:,} tokens · MFU {u.mfu:.0%} · "
+        f"MBU {u.mbu:.0%} · {u.steps:,} steps"
     )
-    over_time(u["timeseries"])
-    slo = s["slo"]
+    over_time(u.timeseries)
+    slo = s.slo
     if slo:
         parts = ", ".join(
-            f"{k.replace('_s', '').upper()} < {seconds(slo[k])}: {'met' if ok else '[red]missed[/]'}"
-            for k, ok in slo["p99_met"].items()
+            f"{k.replace('_s', '').upper()} < {seconds(getattr(slo, k))}: {'met' if ok else '[red]missed[/]'}"
+            for k, ok in slo.p99_met.items()
         )
         console.print(
-            f"SLO (p99) {parts} · goodput {s['goodput_requests_per_s']:.3g} requests/s · "
-            f"attainment {s['slo_attainment']:.1%}"
+            f"SLO (p99) {parts} · goodput {s.goodput_requests_per_s:.3g} requests/s · "
+            f"attainment {s.slo_attainment:.1%}"
         )
-    for note in s["warnings"]:
+    for note in s.warnings:
         style = "red" if note.startswith("overloaded") else "yellow"
         console.print(f"[{style}]warning:[/] {note}")
     if out:

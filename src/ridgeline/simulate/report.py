@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ridgeline import ledger, metrics
@@ -18,7 +19,6 @@ from ridgeline.deployment import Deployment
 from ridgeline.simulate.engine import Engine
 from ridgeline.simulate.requests import Requests
 
-LATENCY_KEYS = ("ttft_s", "tpot_s", "e2e_s", "queue_s")
 BOOTSTRAP_VALUES = 2_000_000  # resampled values per percentile's bootstrap, at most
 OVERLOAD_SLOPE = 0.05  # queueing delay growing by 5% of elapsed time: rate >= 1.05 x capacity
 
@@ -52,7 +52,7 @@ def make_records(reqs: Requests, ttft_offset_s: float, concurrency: int | None) 
 
 def summarize(
     records: Sequence[dict[str, Any]], duration_s: float, slo: metrics.Slo | None
-) -> dict[str, Any]:
+) -> metrics.Summary:
     """metrics.summarize, with each p99 bootstrap sized to the run: at most
     BOOTSTRAP_VALUES resampled values, and 1,000 resamples for short runs."""
     return metrics.summarize(records, duration_s, slo, boot=bootstraps(len(records)))
@@ -64,7 +64,7 @@ def bootstraps(requests: int) -> int:
 
 def summarize_requests(
     reqs: Requests, ttft_offset_s: float, duration_s: float, slo: metrics.Slo | None
-) -> dict[str, Any]:
+) -> metrics.Summary:
     """`summarize(make_records(...))`, to the last digit, from the request arrays: no record
     is built (they are, lazily, when --out asks for them)."""
     import numpy as np
@@ -114,9 +114,26 @@ def overloaded(reqs: Requests, closed: bool) -> bool:
     return slope > OVERLOAD_SLOPE and slope * span > 1.0
 
 
+@dataclass(frozen=True)
+class Utilisation:
+    """How busy the fleet was: over the run, and over time (`timeseries`, one value a bin)."""
+
+    steps: int
+    iterations: int  # steps taken one at a time plus closed-form runs
+    busy_fraction: float
+    mean_batch: float
+    max_batch: int
+    mean_waiting: float
+    kv_utilisation_mean: float
+    kv_utilisation_peak: float
+    mfu: float
+    mbu: float
+    timeseries: dict[str, list[float]]
+
+
 def utilisation(
     engines: Sequence[Engine], m: Deployment, makespan_s: float, bins: int = 60
-) -> dict[str, Any]:
+) -> Utilisation:
     """Batch, queue, KV utilisation, MFU and MBU: over the run, and over time in `bins`."""
     import numpy as np
 
@@ -163,18 +180,18 @@ def utilisation(
     busy = float(acc["busy"].sum())
     peak = m.peak_flops * gpus
     bandwidth = m.hw.bandwidth_bytes_per_s * gpus
-    return {
-        "steps": steps,
-        "iterations": iterations,  # steps taken one at a time plus closed-form runs
-        "busy_fraction": busy / (span * len(engines)),
-        "mean_batch": float(acc["batch"].sum()) / busy if busy else 0.0,
-        "max_batch": batch_max,
-        "mean_waiting": float(acc["waiting"].sum()) / (span * len(engines)),
-        "kv_utilisation_mean": float(acc["kv"].sum()) / (span * len(engines)),
-        "kv_utilisation_peak": kv_peak,
-        "mfu": float(acc["flops"].sum()) / (span * len(engines) * peak),
-        "mbu": float(acc["bytes"].sum()) / (span * len(engines) * bandwidth),
-        "timeseries": {
+    return Utilisation(
+        steps=steps,
+        iterations=iterations,
+        busy_fraction=busy / (span * len(engines)),
+        mean_batch=float(acc["batch"].sum()) / busy if busy else 0.0,
+        max_batch=batch_max,
+        mean_waiting=float(acc["waiting"].sum()) / (span * len(engines)),
+        kv_utilisation_mean=float(acc["kv"].sum()) / (span * len(engines)),
+        kv_utilisation_peak=kv_peak,
+        mfu=float(acc["flops"].sum()) / (span * len(engines) * peak),
+        mbu=float(acc["bytes"].sum()) / (span * len(engines) * bandwidth),
+        timeseries={
             "t_s": edges[:-1].tolist(),
             "busy": (acc["busy"] / width).tolist(),
             "batch": _ratio(acc["batch"], acc["busy"]),
@@ -183,7 +200,7 @@ def utilisation(
             "mfu": (acc["flops"] / (width * peak)).tolist(),
             "mbu": (acc["bytes"] / (width * bandwidth)).tolist(),
         },
-    }
+    )
 
 
 def binned(t: Any, dt: Any, amounts: Any, edges: Any) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from ridgeline import metrics
@@ -26,13 +26,51 @@ MAX_REPLICAS = 1000
 MAX_ROUTING_LOOKS = 100_000_000
 
 
+@dataclass(frozen=True)
+class SloVerdict:
+    """Each target against its p99 (None: no target set)."""
+
+    ttft_s: float | None
+    tpot_s: float | None
+    e2e_s: float | None
+    p99_met: dict[str, bool]  # by target set
+    met: bool
+
+
+@dataclass(frozen=True)
+class Summary(metrics.Summary):
+    """A simulated run: the shared summary of its requests, then what the simulator adds:
+    the offered load and whether the fleet kept up, the SLO's verdict, how busy the fleet
+    was, and the run's inputs echoed (`deployment`, `engine`, `workload`). `to_dict()` is
+    `simulate --json`, its keys in this order."""
+
+    input_tokens_per_s: float
+    offered_rate_per_s: float | None
+    overloaded: bool
+    queue_growth: float
+    slo: SloVerdict | None
+    utilisation: report.Utilisation
+    deployment: dict[str, Any]
+    engine: dict[str, Any]
+    workload: dict[str, Any]
+    warnings: tuple[str, ...]
+
+    @property
+    def met(self) -> bool:
+        """Every SLO target met at p99, and the fleet keeping up with the arrivals."""
+        return self.slo is not None and self.slo.met and not self.overloaded
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"warnings": list(self.warnings)}
+
+
 @dataclass
 class Result:
     machine: Deployment
     kv: KvCache
     reqs: Requests
     engines: list[Engine]
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: Summary | None = None  # None when simulate(..., summarize=False)
     concurrency: int | None = None  # the workload's, as each record names it
 
     @functools.cached_property
@@ -193,76 +231,79 @@ def summarize_run(
     slo: metrics.Slo | None,
 ) -> Result:
     makespan = max(reqs.finish_s) if len(reqs) else 0.0
-    summary = report.summarize_requests(reqs, m.ttft_offset_s, makespan, slo)
+    shared = report.summarize_requests(reqs, m.ttft_offset_s, makespan, slo)
     arrivals = reqs.arrival_s
     offered = workload.rate_per_s if workload.trace is None and not workload.closed else None
     if offered is None and len(reqs) > 1 and arrivals[-1] > arrivals[0]:
         offered = report.finite((len(reqs) - 1) / (arrivals[-1] - arrivals[0]))
-    summary["input_tokens_per_s"] = sum(reqs.prompt) / max(makespan, 1e-12)
-    summary["offered_rate_per_s"] = offered
-    summary["overloaded"] = report.overloaded(reqs, workload.closed)
-    summary["queue_growth"] = report.queue_growth(reqs)
-    summary["slo"] = slo_verdict(summary, slo)
-    summary["utilisation"] = report.utilisation(engines, m, makespan)
-    summary["deployment"] = {
-        "model": m.arch.name,
-        "gpu": m.hw.name,
-        "weights": m.prec.weights,
-        "maths": m.prec.maths,
-        "kv_dtype": m.prec.kv,
-        "tp": m.par.tp,
-        "pp": m.par.pp,
-        "gpus_per_replica": m.par.gpus,
-        "replicas": replicas,
-        "router": router,
-        "compute_eff": m.eff.compute,
-        "bandwidth_eff": m.eff.bandwidth,
-        "kv_blocks": kv.blocks,
-        "block_tokens": kv.block_tokens,
-        "kv_tokens": kv.tokens,
-    }
-    summary["engine"] = asdict(cfg)
-    summary["workload"] = {
-        "arrival": "closed" if workload.closed else ("trace" if workload.trace else workload.arrival),
-        "rate_per_s": workload.rate_per_s if not workload.closed else None,
-        "burstiness": workload.burstiness,
-        "concurrency": workload.concurrency,
-        "requests": len(reqs),
-        "seed": workload.seed,
-        "prompt": asdict(workload.prompt) | {"values": len(workload.prompt.values)},
-        "output": asdict(workload.output) | {"values": len(workload.output.values)},
-        "prefix_hit_rate": workload.prefix_hit_rate,
-        "shared_prefix_tokens": workload.shared_prefix_tokens,
-    }
-    summary["warnings"] = warnings(summary)
+    overloaded = report.overloaded(reqs, workload.closed)
+    summary = Summary(
+        **{f.name: getattr(shared, f.name) for f in fields(shared)},
+        input_tokens_per_s=sum(reqs.prompt) / max(makespan, 1e-12),
+        offered_rate_per_s=offered,
+        overloaded=overloaded,
+        queue_growth=report.queue_growth(reqs),
+        slo=slo_verdict(shared, slo),
+        utilisation=report.utilisation(engines, m, makespan),
+        deployment={
+            "model": m.arch.name,
+            "gpu": m.hw.name,
+            "weights": m.prec.weights,
+            "maths": m.prec.maths,
+            "kv_dtype": m.prec.kv,
+            "tp": m.par.tp,
+            "pp": m.par.pp,
+            "gpus_per_replica": m.par.gpus,
+            "replicas": replicas,
+            "router": router,
+            "compute_eff": m.eff.compute,
+            "bandwidth_eff": m.eff.bandwidth,
+            "kv_blocks": kv.blocks,
+            "block_tokens": kv.block_tokens,
+            "kv_tokens": kv.tokens,
+        },
+        engine=asdict(cfg),
+        workload={
+            "arrival": "closed" if workload.closed else ("trace" if workload.trace else workload.arrival),
+            "rate_per_s": workload.rate_per_s if not workload.closed else None,
+            "burstiness": workload.burstiness,
+            "concurrency": workload.concurrency,
+            "requests": len(reqs),
+            "seed": workload.seed,
+            "prompt": asdict(workload.prompt) | {"values": len(workload.prompt.values)},
+            "output": asdict(workload.output) | {"values": len(workload.output.values)},
+            "prefix_hit_rate": workload.prefix_hit_rate,
+            "shared_prefix_tokens": workload.shared_prefix_tokens,
+        },
+        warnings=warnings(shared, overloaded, offered),
+    )
     return Result(m, kv, reqs, engines, summary, workload.concurrency)
 
 
-def slo_verdict(summary: dict[str, Any], slo: metrics.Slo | None) -> dict[str, Any] | None:
+def slo_verdict(summary: metrics.Summary, slo: metrics.Slo | None) -> SloVerdict | None:
     """Each target against its p99."""
     if slo is None:
         return None
-    out: dict[str, Any] = {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "e2e_s": slo.e2e_s}
     met = {}
     for key in ("ttft_s", "tpot_s", "e2e_s"):
         limit = getattr(slo, key)
         if limit is not None:
-            p99 = summary[key]["p99"]
+            p99 = summary.latency(key).p99
             met[key] = p99 is not None and p99 <= limit
-    out["p99_met"] = met
-    out["met"] = all(met.values())
-    return out
+    return SloVerdict(
+        ttft_s=slo.ttft_s, tpot_s=slo.tpot_s, e2e_s=slo.e2e_s, p99_met=met, met=all(met.values())
+    )
 
 
-def warnings(summary: dict[str, Any]) -> list[str]:
+def warnings(summary: metrics.Summary, overloaded: bool, offered_rate_per_s: float | None) -> tuple[str, ...]:
     notes = []
-    if summary["overloaded"]:
-        rate = summary["offered_rate_per_s"]
+    if overloaded:
+        rate = offered_rate_per_s
         offered = f" ({rate:.3g}/s)" if rate is not None else ""
         notes.append(
             f"overloaded: requests arrive faster{offered} than the fleet serves them "
-            f"({summary['requests_per_s']:.3g}/s); the queue and TTFT grow without bound as the run lengthens"
+            f"({summary.requests_per_s:.3g}/s); the queue and TTFT grow without bound as the run lengthens"
         )
-    for key in report.LATENCY_KEYS:
-        notes += list(summary[key].get("warnings") or ())
-    return notes
+    for key in metrics.LATENCY_KEYS:
+        notes += summary.latency(key).warnings
+    return tuple(notes)

@@ -44,6 +44,11 @@ class StepModel:
             unit = [PROBE if i == g else 0.0 for i in range(len(self.groups))]
             self.pair_s.append((float(self.core(1, unit, zeros).compute_s) - float(base.compute_s)) / PROBE)
             self.cached_s.append((float(self.core(1, zeros, unit).memory_s) - float(base.memory_s)) / PROBE)
+        # fixed seconds per sequence sampled (an engine profile's per-sequence cost): a step's
+        # T-only part counts every token as a sequence, a prefill chunk samples one at most
+        self.sampled_s = (
+            float(self.core(1, zeros, zeros, 1.0 + PROBE).overhead_s) - float(base.overhead_s)
+        ) / PROBE
         # The affine reading holds for the lesson's one roofline a pass; the per-op method's
         # sum of maxima has no such form, so every step goes to the core.
         self.exact = m.method == "lesson" and self._reproduces_core()
@@ -89,6 +94,8 @@ class StepModel:
             mem = m0 + self.cached_s[0] * cached[0]
         else:
             c, mem, f0 = self.terms(tokens, pairs, cached)
+        if sampled is not None and self.sampled_s:
+            f0 += self.sampled_s * (sampled - tokens)
         return (c if c > mem else mem) + f0
 
     def decode_run(
@@ -106,8 +113,10 @@ class StepModel:
         tokens = 777
         pairs = [123_456.5 * (g + 1) for g in range(len(self.groups))]
         cached = [98_765.0 * (g + 1) for g in range(len(self.groups))]
-        direct = self.core(tokens, pairs, cached)
+        sampled = 5.0
+        direct = self.core(tokens, pairs, cached, sampled)
         c0, m0, f0 = self.at_tokens(tokens)
+        f0 += self.sampled_s * (sampled - tokens)
         c = c0 + sum(a * p for a, p in zip(self.pair_s, pairs, strict=True))
         mem = m0 + sum(b * x for b, x in zip(self.cached_s, cached, strict=True))
         want = (

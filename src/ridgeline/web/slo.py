@@ -64,20 +64,20 @@ def _table(s: State) -> dict[str, Any]:
             seed=SEED,
         )
         summary = simulate(m, workload, slo=slo).summary
-        verdict = summary["slo"]
+        assert summary is not None and summary.slo is not None  # summarized, with targets
         rows.append(
             {
                 "rate_per_s": rate,
-                "mean_batch": summary["utilisation"]["mean_batch"],
-                "ttft_p50_s": summary["ttft_s"]["p50"],
-                "ttft_p99_s": summary["ttft_s"]["p99"],
-                "tpot_p50_s": summary["tpot_s"]["p50"],
-                "tpot_p99_s": summary["tpot_s"]["p99"],
-                "tokens_per_s_per_gpu": summary["throughput_tokens_per_s"] / m.par.gpus,
-                "ttft_met": verdict["p99_met"]["ttft_s"],
-                "tpot_met": verdict["p99_met"]["tpot_s"],
-                "met": verdict["met"] and not summary["overloaded"],
-                "overloaded": summary["overloaded"],
+                "mean_batch": summary.utilisation.mean_batch,
+                "ttft_p50_s": summary.ttft_s.p50,
+                "ttft_p99_s": summary.ttft_s.p99,
+                "tpot_p50_s": summary.tpot_s.p50,
+                "tpot_p99_s": summary.tpot_s.p99,
+                "tokens_per_s_per_gpu": summary.throughput_tokens_per_s / m.par.gpus,
+                "ttft_met": summary.slo.p99_met["ttft_s"],
+                "tpot_met": summary.slo.p99_met["tpot_s"],
+                "met": summary.met,
+                "overloaded": summary.overloaded,
             }
         )
     return {
