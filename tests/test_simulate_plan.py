@@ -63,3 +63,33 @@ def test_compare_syntax() -> None:
     for bad in ("h100-sxm:x", ":1", "a:1:b:c"):
         with pytest.raises(RidgelineError, match="--compare"):
             parse_deployments(bad, "bf16")
+
+
+SHORT = Workload(prompt=Lengths("fixed", 1000), output=Lengths("fixed", 100))
+
+
+def test_the_screen_sizes_the_fleet_as_the_full_search_does() -> None:
+    """The plan finds each seed's rate with short screening runs, and confirms the chosen
+    rate in full-length runs on fresh seeds. Where the screen's spread leaves the fleet's
+    size open, it searches again at full length. Either way it sizes the fleet that the
+    search with every run at full length sizes."""
+    m, slo, n = Deployment.build(), metrics.Slo(ttft_s=0.5, tpot_s=0.03), 4000
+    full = capacity(m, SHORT, slo, requests=n, exhaustive=True)
+    assert full.confidence.screen_requests == n and full.confidence.confirm_runs == 1
+    rate = full.max_rate_per_replica
+    screened = []
+    for target in (1.5 * rate, 4.95 * rate):  # a fleet far from its neighbours' sizes, one near 5
+        fast = capacity(m, SHORT, slo, target_rate_per_s=target, requests=n)
+        c = fast.confidence
+        assert fast.replicas == math.ceil(target / rate) and fast.gpus == fast.replicas
+        screened.append(c.screen_requests < n)
+        if screened[-1]:  # settled by the screen: confirmed on fresh seeds
+            assert c.confirm_runs == c.confirm_met >= 2
+            confirming = [t for t in fast.trials if t.rate_per_s == fast.max_rate_per_replica and t.met]
+            seen = {t.seed for t in fast.trials if t not in confirming}
+            assert len(confirming) >= c.confirm_runs and not {t.seed for t in confirming} & seen
+            assert fast.at_max["met"] and fast.at_max["seed"] == confirming[0].seed
+        else:  # searched again at full length: the full search's own answer
+            assert fast.max_rate_per_replica == rate
+    # 1.5 replicas' worth settles on the screen; 4.95 needs the full length to tell 5 from 6
+    assert screened == [True, False]

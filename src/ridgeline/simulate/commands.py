@@ -223,6 +223,9 @@ def plan(
         5, "--seeds", help="Runs (seeds) per deployment, 2 to 100; the plan takes mean - 2 sd."
     ),
     price: Optional[float] = typer.Option(None, "--price", help="$ per GPU-hour (default: the catalogue's)."),
+    exhaustive: bool = typer.Option(
+        False, "--exhaustive", help="Every trial at full length (slower; default: short screens, confirmed)."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """The highest rate per replica inside a p99 SLO; replicas, GPUs and $ per million tokens."""
@@ -268,7 +271,7 @@ def plan(
     cfg = engine_config(
         deployments[0], max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization
     )
-    estimate = len(deployments) * (seeds * 8 + 2)
+    estimate = len(deployments) * (seeds * 8 + 1 + planner.CONFIRM_SEEDS)
     with _progress(not as_json, estimate, "planning") as progress:
         ticks = [0]
 
@@ -277,7 +280,7 @@ def plan(
             if progress:
                 progress(min(ticks[0], estimate - 1))
 
-        plans = planner.compare(deployments, w, slo, rate, cfg, requests, seeds, price, tick)
+        plans = planner.compare(deployments, w, slo, rate, cfg, requests, seeds, price, tick, exhaustive)
     data = {
         "target_rate_per_s": rate,
         "slo": {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "e2e_s": slo.e2e_s},

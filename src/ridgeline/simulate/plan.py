@@ -35,16 +35,21 @@ from ridgeline.errors import RidgelineError
 from ridgeline.simulate import report
 from ridgeline.simulate.engine import EngineConfig
 from ridgeline.simulate.kvcache import kv_cache
+from ridgeline.simulate.run import Result as SimResult
 from ridgeline.simulate.run import check_slo, simulate
 from ridgeline.simulate.workload import MAX_RATE_PER_S, MAX_SEED, MAX_SPAN_S, Workload, check_context
 
 TOLERANCE = 1.01  # bisection stops when hi / lo is below this
-BRACKET = 1.25  # step when bracketing from the core's guess
-NEAR = 1.05  # step when bracketing from the seeds already found
+NEAR = 1.05  # first step when bracketing from the core's guess or the seeds already found
+BRACKET = 1.25  # largest step
 MAX_BRACKET_STEPS = 40
 MAX_DOWN_STEPS = 1000  # bracketing down stops at the floor long before this
 RUN_TURNOVERS = 150  # requests per run / in-system requests
 MIN_REQUESTS, MAX_REQUESTS = 2000, 40000
+SCREEN_TURNOVERS = 20  # requests per screening run / in-system requests
+MIN_SCREEN_REQUESTS = 1000
+CONFIRM_SEEDS = 2  # fresh seeds the chosen rate must meet in full-length runs
+MAX_CONFIRM_STEPS = 8  # steps down when a confirming run misses, at most
 # What a user may ask for: the search runs several trial rates per seed, each a run of
 # `requests` for every seed and deployment, so their product bounds the work.
 MAX_SEEDS = 100
@@ -88,10 +93,23 @@ class Capacity:
     usd_per_hour: float
     usd_per_million_tokens: float
     usd_per_million_output_tokens: float
+    confidence: Confidence
     trials: list[Trial] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """How sure the rate is: the seeds' screening runs and their spread, then the full-length
+    runs at the chosen rate, each with a seed the search never saw, and how many met."""
+
+    screen_requests: int  # requests per screening run
+    seed_rate_sd: float  # the seeds' rates: standard deviation / mean
+    confirm_requests: int  # requests per confirming run
+    confirm_runs: int  # at the chosen rate
+    confirm_met: int
 
 
 def parse_deployments(spec: str, weights: str | None) -> list[tuple[str, int, str | None]]:
@@ -185,10 +203,10 @@ def judge_run(
     the requests meets every target (goodput / request rate)."""
     res = simulate(m, w, engine=cfg, replicas=replicas, router=router, summarize=False)
     reqs = res.reqs
-    records = report.make_records(reqs, m.ttft_offset_s, None)
-    pct = {key: metrics.percentiles([r[key] for r in records], key, boot=1) for key in LATENCY}
+    cols = report.latency_columns(reqs, m.ttft_offset_s)
+    pct = {key: metrics.percentiles(cols[key], key, boot=1) for key in LATENCY}
     overloaded = report.overloaded(reqs, closed=False)
-    good = sum(1 for r in records if slo.met(r))
+    good = slo.met_count(cols["ttft_s"], cols["tpot_s"], cols["e2e_s"])
     makespan = max(max(reqs.finish_s), 1e-12)  # from time 0, as simulate's summary counts it
     if attainment is None:
         met = not overloaded
@@ -197,16 +215,16 @@ def judge_run(
             if limit is not None and value is not None and value > limit:
                 met = False
     else:
-        met = not overloaded and good >= attainment * len(records)
+        met = not overloaded and good >= attainment * len(reqs)
     return Judged(
         met=met,
         overloaded=overloaded,
-        requests=len(records),
+        requests=len(reqs),
         ttft_s=pct["ttft_s"],
         tpot_s=pct["tpot_s"],
         e2e_s=pct["e2e_s"],
         goodput_requests_per_s=good / makespan,
-        slo_attainment=good / len(records),
+        slo_attainment=good / len(reqs),
         throughput_tokens_per_s=(sum(reqs.output) + len(reqs)) / makespan,
         makespan_s=makespan,
         prompt_tokens_mean=statistics.fmean(reqs.prompt),
@@ -239,8 +257,18 @@ class Guess:
     @property
     def requests(self) -> int:
         """Requests per run: RUN_TURNOVERS turnovers, in thousands, within the bounds."""
-        n = math.ceil(RUN_TURNOVERS * self.in_system / 1000) * 1000
-        return min(max(n, MIN_REQUESTS), MAX_REQUESTS)
+        return turnovers(RUN_TURNOVERS, self.in_system, MIN_REQUESTS)
+
+    @property
+    def screen_requests(self) -> int:
+        """Requests per screening run: SCREEN_TURNOVERS turnovers."""
+        return turnovers(SCREEN_TURNOVERS, self.in_system, MIN_SCREEN_REQUESTS)
+
+
+def turnovers(count: int, in_system: float, least: int) -> int:
+    """Requests for `count` turnovers of `in_system` requests, in thousands, within bounds."""
+    n = math.ceil(count * in_system / 1000) * 1000
+    return min(max(n, least), MAX_REQUESTS)
 
 
 def first_guess(m: Deployment, w: Workload, cfg: EngineConfig) -> Guess:
@@ -258,10 +286,10 @@ def first_guess(m: Deployment, w: Workload, cfg: EngineConfig) -> Guess:
 
 
 def seed_rate(
-    judge: Callable[[float], Trial], guess: float, floor: float, tick: Tick, step: float = BRACKET
+    judge: Callable[[float], Trial], guess: float, floor: float, tick: Tick, step: float = NEAR
 ) -> tuple[float, list[Trial]]:
-    """The highest meeting rate for one seed: bracket from the guess by `step`, then bisect
-    (geometric)."""
+    """The highest meeting rate for one seed: bracket from the guess by `step`, squaring the
+    step (up to BRACKET) each time the bracket stays open, then bisect (geometric)."""
     trials: list[Trial] = []
 
     def met(rate: float) -> bool:
@@ -276,7 +304,7 @@ def seed_rate(
             hi = lo * step
             if not met(hi):
                 break
-            lo = hi
+            lo, step = hi, min(step * step, BRACKET)
         else:
             raise RidgelineError(
                 f"every rate up to {hi:.3g}/s meets the SLO; tighten it or check the workload"
@@ -288,7 +316,7 @@ def seed_rate(
                 return floor, trials
             if met(lo):
                 break
-            hi = lo
+            hi, step = lo, min(step * step, BRACKET)
         else:
             return floor, trials
     while hi / lo > TOLERANCE:
@@ -310,8 +338,12 @@ def capacity(
     seeds: int = 5,
     price_per_gpu_hour: float | None = None,
     tick: Tick | None = None,
+    exhaustive: bool = False,
 ) -> Capacity:
-    """The plan for one deployment; `requests` per run defaults to RUN_TURNOVERS turnovers."""
+    """The plan for one deployment; `requests` per run defaults to RUN_TURNOVERS turnovers.
+    The seeds' rates are found with screening runs of SCREEN_TURNOVERS turnovers and the
+    chosen rate confirmed at full length (`exhaustive`: every run at full length, one
+    confirming run)."""
     cfg = engine or EngineConfig()
     tick = tick or (lambda: None)
     check_plan(target_rate_per_s, requests, seeds)
@@ -320,10 +352,11 @@ def capacity(
     if not isinstance(slo, metrics.Slo):
         raise RidgelineError(f"slo must be a metrics.Slo, got {type(slo).__name__}")
     check_slo(slo)
-    if workload.seed + seeds > MAX_SEED:
+    after = seeds + CONFIRM_SEEDS * MAX_CONFIRM_STEPS  # the screen's seeds, then the confirming runs'
+    if workload.seed + after > MAX_SEED:
         raise RidgelineError(
-            f"--seed {workload.seed} leaves no room for the {seeds} seeds after it; "
-            f"give at most {MAX_SEED - seeds}"
+            f"--seed {workload.seed} leaves no room for the {after} seeds after it; "
+            f"give at most {MAX_SEED - after}"
         )
     m = deployment
     price = (
@@ -342,23 +375,35 @@ def capacity(
             f"{m.hw.name}: too slow to plan runs of {n:,} requests; choose a faster deployment"
         )
     floor = alone_check(m, workload, cfg, slo, first.rate_per_s, tick)
-    rates: list[float] = []
-    trials: list[Trial] = []
-    for i in range(seeds):
 
-        def judge(rate: float, seed: int = workload.seed + i) -> Trial:
-            return trial(m, workload, cfg, slo, rate, seed, n)
+    def screen(requests: int) -> tuple[list[float], list[Trial]]:
+        """Each seed's highest meeting rate in runs of `requests`, from the core's guess."""
+        rates: list[float] = []
+        trials: list[Trial] = []
+        for i in range(seeds):
 
-        guess, step = (statistics.fmean(rates), NEAR) if rates else (first.rate_per_s, BRACKET)
-        found, tried = seed_rate(judge, guess, floor, tick, step)
-        rates.append(found)
-        trials += tried
-    best = min(statistics.fmean(rates) - 2 * statistics.stdev(rates), min(rates))
-    if best <= floor:
-        raise unreachable(m, slo, workload)
-    confirm = replace(workload, rate_per_s=best, seed=workload.seed + seeds, requests=n, duration_s=None)
-    res = simulate(m, confirm, engine=cfg, slo=slo)
-    tick()
+            def judge(rate: float, seed: int = workload.seed + i) -> Trial:
+                return trial(m, workload, cfg, slo, rate, seed, requests)
+
+            found, tried = seed_rate(
+                judge, statistics.fmean(rates) if rates else first.rate_per_s, floor, tick
+            )
+            rates.append(found)
+            trials += tried
+        return rates, trials
+
+    screen_n = n if exhaustive else min(n, first.screen_requests)
+    rates, trials = screen(screen_n)
+    if screen_n < n and not settled(rates, target_rate_per_s):
+        screen_n = n  # the short runs' spread leaves the fleet's size open: search at full length
+        rates, more = screen(n)
+        trials += more
+    mean, sd = statistics.fmean(rates), statistics.stdev(rates)
+    best = min(mean - 2 * sd, min(rates))
+    runs = 1 if screen_n == n else CONFIRM_SEEDS
+    res, confirm = confirmed(m, workload, cfg, slo, best, n, runs, seeds, floor, sd / mean, tick)
+    best = confirm[0].rate_per_s
+    trials += confirm
     s = res.summary
     assert s is not None  # simulate() summarizes unless told not to
     prompt_mean = statistics.fmean(res.reqs.prompt)
@@ -385,7 +430,7 @@ def capacity(
         seed_rates=rates,
         at_max={
             "rate_per_s": best,
-            "seed": workload.seed + seeds,
+            "seed": confirm[0].seed,
             "ttft_p99_s": s.ttft_s.p99,
             "tpot_p99_s": s.tpot_s.p99,
             "e2e_p99_s": s.e2e_s.p99,
@@ -404,8 +449,68 @@ def capacity(
         usd_per_hour=usd_per_hour,
         usd_per_million_tokens=usd_per_hour / (tokens_per_hour * (prompt_mean + output_mean)) * 1e6,
         usd_per_million_output_tokens=usd_per_hour / (tokens_per_hour * output_mean) * 1e6,
+        confidence=Confidence(
+            screen_requests=screen_n,
+            seed_rate_sd=sd / mean,
+            confirm_requests=n,
+            confirm_runs=len(confirm),
+            confirm_met=sum(t.met for t in confirm),
+        ),
         trials=trials,
     )
+
+
+def settled(rates: list[float], target_rate_per_s: float | None) -> bool:
+    """The screen decides the fleet: its estimate (mean - 2 sd) and the seeds' mean rate need
+    the same number of replicas for the target. Without a target there is no fleet to size,
+    and the screen's estimate stands once confirmed."""
+    if target_rate_per_s is None:
+        return True
+    lo = min(statistics.fmean(rates) - 2 * statistics.stdev(rates), min(rates))
+    if lo <= 0:
+        return False
+    return math.ceil(target_rate_per_s / lo - 1e-9) == math.ceil(
+        target_rate_per_s / statistics.fmean(rates) - 1e-9
+    )
+
+
+def confirmed(
+    m: Deployment,
+    w: Workload,
+    cfg: EngineConfig,
+    slo: metrics.Slo,
+    rate: float,
+    requests: int,
+    runs: int,
+    seeds: int,
+    floor: float,
+    spread: float,
+    tick: Tick,
+) -> tuple[SimResult, list[Trial]]:
+    """Full-length runs at the screened rate, each with a fresh seed: while one misses, step
+    the rate down by the seeds' spread (1% at least) and run again, MAX_CONFIRM_STEPS
+    times at most. Returns the first run at the rate that stood (summarized: the plan reports its
+    p99s) and the trials at that rate."""
+    seed = w.seed + seeds  # the seeds after the screen's
+    for _ in range(MAX_CONFIRM_STEPS if runs > 1 else 1):
+        if rate <= floor:
+            raise unreachable(m, slo, w)
+        at = replace(w, rate_per_s=rate, seed=seed, requests=requests, duration_s=None)
+        res = simulate(m, at, engine=cfg, slo=slo)
+        tick()
+        s = res.summary
+        assert s is not None
+        tried = [Trial(rate, seed, s.met, s.overloaded, s.ttft_s.p99, s.tpot_s.p99, s.e2e_s.p99)]
+        for k in range(1, runs):
+            if not tried[-1].met:
+                break
+            tried.append(trial(m, w, cfg, slo, rate, seed + k, requests))
+            tick()
+        seed += runs
+        if all(t.met for t in tried) or runs == 1:
+            return res, tried
+        rate /= 1 + max(spread, TOLERANCE - 1)
+    return res, tried
 
 
 def alone_check(
@@ -447,13 +552,16 @@ def compare(
     seeds: int = 5,
     price_per_gpu_hour: float | None = None,
     tick: Tick | None = None,
+    exhaustive: bool = False,
 ) -> list[Capacity]:
     """Each deployment planned on the same workload, cheapest per million tokens first."""
     if not 1 <= len(deployments) <= MAX_DEPLOYMENTS:
         raise RidgelineError(f"plan 1 to {MAX_DEPLOYMENTS} deployments at a time, not {len(deployments):,}")
     check_plan(target_rate_per_s, requests, seeds, len(deployments))
     plans = [
-        capacity(d, workload, slo, target_rate_per_s, engine, requests, seeds, price_per_gpu_hour, tick)
+        capacity(
+            d, workload, slo, target_rate_per_s, engine, requests, seeds, price_per_gpu_hour, tick, exhaustive
+        )
         for d in deployments
     ]
     return sorted(plans, key=lambda p: p.usd_per_million_tokens)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -116,18 +117,23 @@ def over_time(ts: dict[str, list[float]], rows: int = 6) -> None:
     console.print(t)
 
 
+def _span(sizes: Iterable[int]) -> str:
+    lo, hi = min(sizes := list(sizes)), max(sizes)
+    return f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
+
+
 def plans(data: dict[str, Any], w: Workload) -> None:
     slo = data["slo"]
     limits = ", ".join(
         f"{k.replace('_s', '').upper()} < {seconds(v)}" for k, v in slo.items() if v is not None
     )
     first = data["plans"][0]
-    sizes = sorted({p["requests_per_run"] for p in data["plans"]})
-    runs = f"{sizes[0]:,}" if len(sizes) == 1 else f"{sizes[0]:,}-{sizes[-1]:,}"
+    screens = _span(p["confidence"]["screen_requests"] for p in data["plans"])
+    runs = _span(p["requests_per_run"] for p in data["plans"])
     console.print(
         f"[bold]{first['deployment']['model']}[/] · prompt {w.prompt.mean:,}, output {w.output.mean:,} "
         f"({w.prompt.kind}/{w.output.kind}) · {w.arrival} arrivals · SLO p99 {limits or 'none (capacity)'} · "
-        f"{first['seeds']} seeds x {runs} requests"
+        f"{first['seeds']} seeds x {screens} requests, confirmed in runs of {runs}"
     )
     t = Table(show_edge=False)
     for col in ("deployment", "rate/replica", "p99 TTFT", "p99 TPOT", "GPUs", "$/M tokens"):
@@ -152,6 +158,13 @@ def plans(data: dict[str, Any], w: Workload) -> None:
         f"per million tokens (input + output), ${first['usd_per_million_output_tokens']:.3f} "
         "per million output tokens"
     )
+    for p in data["plans"]:
+        c, runs = p["confidence"], p["confidence"]["confirm_runs"]
+        console.print(
+            f"{p['deployment']['gpu']}: {p['max_rate_per_replica']:.3g}/s met the SLO in "
+            f"{c['confirm_met']} of {runs} run{'s' if runs > 1 else ''} of {c['confirm_requests']:,} "
+            f"requests on fresh seeds; the seeds' screened rates vary by {c['seed_rate_sd']:.1%} (sd)"
+        )
     for p in data["plans"]:
         if not p["at_max"]["met"]:
             console.print(

@@ -62,11 +62,9 @@ def bootstraps(requests: int) -> int:
     return max(50, min(1000, BOOTSTRAP_VALUES // max(requests, 1)))
 
 
-def summarize_requests(
-    reqs: Requests, ttft_offset_s: float, duration_s: float, slo: metrics.Slo | None
-) -> metrics.Summary:
-    """`summarize(make_records(...))`, to the last digit, from the request arrays: no record
-    is built (they are, lazily, when --out asks for them)."""
+def latency_columns(reqs: Requests, ttft_offset_s: float) -> dict[str, Any]:
+    """Each request's TTFT, TPOT, E2E and queueing (metrics.LATENCY_KEYS) as arrays, as its
+    record would state them; TPOT is NaN for a one-token answer."""
     import numpy as np
 
     arrival = np.asarray(reqs.arrival_s)
@@ -75,14 +73,23 @@ def summarize_requests(
     steps = np.asarray(reqs.output, dtype=np.int64)  # N - 1: the tokens after the first
     with np.errstate(divide="ignore", invalid="ignore"):
         tpot = np.where(steps > 0, (e2e - ttft) / steps, np.nan)  # metrics.tpot_s, elementwise
-    latencies = {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "queue_s": np.asarray(reqs.admit_s) - arrival}
+    return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "queue_s": np.asarray(reqs.admit_s) - arrival}
+
+
+def summarize_requests(
+    reqs: Requests, ttft_offset_s: float, duration_s: float, slo: metrics.Slo | None
+) -> metrics.Summary:
+    """`summarize(make_records(...))`, to the last digit, from the request arrays: no record
+    is built (they are, lazily, when --out asks for them)."""
+    latencies = latency_columns(reqs, ttft_offset_s)
     slo = slo or metrics.Slo()
+    output_tokens = sum(reqs.output) + len(reqs)
     return metrics.summarize_columns(
         latencies,
         requests=len(reqs),
-        output_tokens=int(steps.sum()) + len(reqs),
-        good=slo.met_count(ttft, tpot, e2e),
-        preemptions=int(np.asarray(reqs.preemptions, dtype=np.int64).sum()),
+        output_tokens=output_tokens,
+        good=slo.met_count(latencies["ttft_s"], latencies["tpot_s"], latencies["e2e_s"]),
+        preemptions=sum(reqs.preemptions),
         duration_s=duration_s,
         boot=bootstraps(len(reqs)),
     )
@@ -131,9 +138,7 @@ class Utilisation:
     timeseries: dict[str, list[float]]
 
 
-def utilisation(
-    engines: Sequence[Engine], m: Deployment, makespan_s: float, bins: int = 60
-) -> Utilisation:
+def utilisation(engines: Sequence[Engine], m: Deployment, makespan_s: float, bins: int = 60) -> Utilisation:
     """Batch, queue, KV utilisation, MFU and MBU: over the run, and over time in `bins`."""
     import numpy as np
 
