@@ -23,6 +23,19 @@ def test_each_resamples_p99_is_numpys_to_the_last_digit(n: int, kind: str) -> No
     assert np.array_equal(metrics.p99_of_resamples(x, idx), np.percentile(x[idx], 99, axis=1))
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 99, 100, 101, 1000, 4321])
+@pytest.mark.parametrize("kind", ["lognormal", "ties", "constant"])
+def test_the_percentiles_are_numpys_to_the_last_digit(n: int, kind: str) -> None:
+    rng = np.random.default_rng(n + 7)
+    x = {
+        "lognormal": rng.lognormal(size=n),
+        "ties": rng.integers(0, 4, size=n).astype(float),
+        "constant": np.full(n, 0.125),
+    }[kind]
+    qs = (2.5, 50, 90, 97.5, 99)
+    assert metrics.percentiles_linear(x, qs) == np.percentile(x, qs).tolist()
+
+
 def test_columns_of_one_length_share_their_draws_and_keep_their_numbers() -> None:
     """Percentiles of several columns at once are each column's percentiles alone."""
     rng = np.random.default_rng(1)
