@@ -2,10 +2,12 @@
 
 The cold start is broken down into what the process imports (bare Python, typer, the core),
 each timed as its own whole process in the same interleaved runs, so the ratios hold on a
-busy machine. Byte-code caches are written first (PYTHONDONTWRITEBYTECODE is dropped for
-the timed processes): a user's installed package has them, and a process that compiles
-every module it imports measures the compiler. A peer's CLI is timed in the same runs when
-it is installed (`pip install ridgepoint`, or RIDGEPOINT=/path/to/ridgepoint).
+busy machine. A plain `estimate --json` is read without typer; `estimate --help` times the
+Typer path that help and every mistake take. Byte-code caches are written first
+(PYTHONDONTWRITEBYTECODE is dropped for the timed processes): a user's installed package
+has them, and a process that compiles every module it imports measures the compiler. A
+peer's CLI is timed in the same runs when it is installed (`pip install ridgepoint`, or
+RIDGEPOINT=/path/to/ridgepoint).
 
 Run: python benchmarks/bench_estimate.py   (figures go into the README by hand)
      python -X importtime -m ridgeline estimate --json 2>&1 >/dev/null | sort -t'|' -k2 -n | tail
@@ -48,6 +50,7 @@ def processes() -> dict[str, list[str]]:
         "import_typer": [py, "-c", "import typer"],
         "import_core": [py, "-c", "import ridgeline.predict"],
         "cli_estimate_json": [*_ridgeline(), "estimate", "--json"],
+        "cli_estimate_help": [*_ridgeline(), "estimate", "--help"],
     }
     peer = os.environ.get("RIDGEPOINT") or shutil.which("ridgepoint")
     if peer:
@@ -77,6 +80,7 @@ if __name__ == "__main__":
     report.update({f"{name}_s": t for name, t in cold.items()})
     report["typer_import_above_bare_s"] = cold["import_typer"] - bare
     report["core_import_above_bare_s"] = cold["import_core"] - bare
+    report["cli_above_core_import_s"] = cold["cli_estimate_json"] - cold["import_core"]
     report["cli_over_bare_python"] = cold["cli_estimate_json"] / bare
     if "ridgepoint_fit_json" in cold:
         report["cli_over_ridgepoint"] = cold["cli_estimate_json"] / cold["ridgepoint_fit_json"]

@@ -110,7 +110,8 @@ def test_a_command_is_built_alone_and_help_lists_every_command() -> None:
 
 
 def test_estimate_json_loads_no_table_library_and_no_arrays() -> None:
-    """`estimate --json` prints JSON: no Rich table, no numpy, no face's engine."""
+    """`estimate --json` prints JSON: no Rich table, no numpy, no face's engine, and no
+    Typer or click either: a plain line is read without them."""
     import subprocess
     import sys
 
@@ -119,8 +120,9 @@ def test_estimate_json_loads_no_table_library_and_no_arrays() -> None:
         "from ridgeline.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    rc = main(['estimate', '--json'])\n"
-        "heavy = [m for m in ('rich', 'numpy', 'httpx', 'fastapi', 'uvicorn', 'gguf',"
-        " 'ridgeline.simulate.engine', 'ridgeline.measure.client', 'ridgeline.web.app')"
+        "heavy = [m for m in ('rich', 'numpy', 'httpx', 'fastapi', 'uvicorn', 'gguf', 'typer', 'click',"
+        " 'ridgeline.simulate.commands', 'ridgeline.simulate.engine', 'ridgeline.measure.client',"
+        " 'ridgeline.web.app')"
         " if m in sys.modules]\n"
         "print(rc, heavy)\n"
     )

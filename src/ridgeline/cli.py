@@ -1,49 +1,29 @@
-"""The command line: parse, call the core, render. No number is computed here."""
+"""The command line: parse, call the core, render. No number is computed here.
+
+A run of one of the commands below is read by `options.parse` and needs no typer; `--help`,
+any mistake, and the faces' commands (simulate, measure, web, ...) go through the Typer
+app (`app`), built on demand from the same declarations, with its messages and exit codes.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
-from dataclasses import asdict, is_dataclass
-from typing import Any, Optional
-
-import typer
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from ridgeline.errors import RidgelineError
-from ridgeline.options import (  # the vocabulary every command shares
-    BANDWIDTH_EFF,
-    BATCH,
-    CALIBRATION,
-    COMPUTE_EFF,
-    ENGINE,
-    EP,
-    GPU,
-    GPU_FILE,
-    JSON,
-    KV_DTYPE,
-    MATHS,
-    METHOD,
-    MODEL,
-    OUTPUT_TOKENS,
-    PP,
-    PRESET,
-    PRICE,
-    PROMPT_TOKENS,
-    TP,
-    WEIGHTS,
-    canonical,
-    deployment,
-)
+from ridgeline.options import Shared as o  # the vocabulary every command shares
+from ridgeline.options import argument, canonical, deployment, option, parse, typed
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="ridgeline: what an LLM token costs, from the roofline up.",
-    pretty_exceptions_enable=False,
-)
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def emit_json(data: Any) -> None:
     """Strict JSON on stdout: a NaN or an infinity is a bug, and fails here."""
+    from dataclasses import asdict, is_dataclass
+
     from ridgeline._files import dumps
 
     if is_dataclass(data) and not isinstance(data, type):
@@ -51,35 +31,32 @@ def emit_json(data: Any) -> None:
     sys.stdout.write(dumps(data) + "\n")
 
 
-@app.command()
 def estimate(
-    model: str = MODEL,
-    gpu: str = GPU,
-    weights: Optional[str] = WEIGHTS,
-    maths: str = MATHS,
-    kv_dtype: str = KV_DTYPE,
-    prompt: int = PROMPT_TOKENS,
-    output: int = OUTPUT_TOKENS,
-    batch: int = BATCH,
-    tp: int = TP,
-    pp: int = PP,
-    ep: int = EP,
-    preset: str = PRESET,
-    compute_eff: Optional[float] = COMPUTE_EFF,
-    bandwidth_eff: Optional[float] = BANDWIDTH_EFF,
-    price: Optional[float] = PRICE,
-    gpu_file: Optional[str] = GPU_FILE,
-    peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="Override bf16 peak, TFLOP/s."),
-    bandwidth_tbs: Optional[float] = typer.Option(None, "--bandwidth-tbs", help="Override bandwidth, TB/s."),
-    memory_gb: Optional[float] = typer.Option(None, "--memory-gb", help="Override memory, GB."),
-    calibration: Optional[str] = CALIBRATION,
-    method: str = METHOD,
-    engine: Optional[str] = ENGINE,
-    ops: bool = typer.Option(False, "--ops", help="Also show the per-operator ledger."),
-    batch_sweep: bool = typer.Option(
-        False, "--batch-sweep", help="Also show latency/throughput/cost by batch."
-    ),
-    as_json: bool = JSON,
+    model: str = o.MODEL,
+    gpu: str = o.GPU,
+    weights: str | None = o.WEIGHTS,
+    maths: str = o.MATHS,
+    kv_dtype: str = o.KV_DTYPE,
+    prompt: int = o.PROMPT_TOKENS,
+    output: int = o.OUTPUT_TOKENS,
+    batch: int = o.BATCH,
+    tp: int = o.TP,
+    pp: int = o.PP,
+    ep: int = o.EP,
+    preset: str = o.PRESET,
+    compute_eff: float | None = o.COMPUTE_EFF,
+    bandwidth_eff: float | None = o.BANDWIDTH_EFF,
+    price: float | None = o.PRICE,
+    gpu_file: str | None = o.GPU_FILE,
+    peak_tflops: float | None = option(None, "--peak-tflops", help="Override bf16 peak, TFLOP/s."),
+    bandwidth_tbs: float | None = option(None, "--bandwidth-tbs", help="Override bandwidth, TB/s."),
+    memory_gb: float | None = option(None, "--memory-gb", help="Override memory, GB."),
+    calibration: str | None = o.CALIBRATION,
+    method: str = o.METHOD,
+    engine: str | None = o.ENGINE,
+    ops: bool = option(False, "--ops", help="Also show the per-operator ledger."),
+    batch_sweep: bool = option(False, "--batch-sweep", help="Also show latency/throughput/cost by batch."),
+    as_json: bool = o.JSON,
 ) -> None:
     """Predict one request: FLOPs, bytes, bound, TTFT, TPOT, memory fit, cost, and why."""
     from ridgeline.predict import estimate_on
@@ -97,6 +74,8 @@ def estimate(
 
         data["ops"] = ledger_view(d, prompt, batch)
     if batch_sweep:
+        from dataclasses import asdict
+
         from ridgeline.sweep import batch_sweep as sweep
         from ridgeline.sweep import compute_bound_from
 
@@ -117,27 +96,24 @@ def estimate(
         _render.sweep(data["batch_sweep"])
 
 
-@app.command("ops")
 def ops_command(
-    model: str = MODEL,
-    gpu: str = GPU,
-    weights: Optional[str] = WEIGHTS,
-    maths: str = MATHS,
-    kv_dtype: str = KV_DTYPE,
-    prompt: int = typer.Option(
-        2000, "--prompt-tokens", "-p", help="Prompt tokens (prefill; decode context)."
-    ),
-    batch: int = BATCH,
-    tp: int = TP,
-    pp: int = PP,
-    ep: int = EP,
-    preset: str = PRESET,
-    compute_eff: Optional[float] = COMPUTE_EFF,
-    bandwidth_eff: Optional[float] = BANDWIDTH_EFF,
-    gpu_file: Optional[str] = GPU_FILE,
-    calibration: Optional[str] = CALIBRATION,
-    engine: Optional[str] = ENGINE,
-    as_json: bool = JSON,
+    model: str = o.MODEL,
+    gpu: str = o.GPU,
+    weights: str | None = o.WEIGHTS,
+    maths: str = o.MATHS,
+    kv_dtype: str = o.KV_DTYPE,
+    prompt: int = option(2000, "--prompt-tokens", "-p", help="Prompt tokens (prefill; decode context)."),
+    batch: int = o.BATCH,
+    tp: int = o.TP,
+    pp: int = o.PP,
+    ep: int = o.EP,
+    preset: str = o.PRESET,
+    compute_eff: float | None = o.COMPUTE_EFF,
+    bandwidth_eff: float | None = o.BANDWIDTH_EFF,
+    gpu_file: str | None = o.GPU_FILE,
+    calibration: str | None = o.CALIBRATION,
+    engine: str | None = o.ENGINE,
+    as_json: bool = o.JSON,
 ) -> None:
     """The per-operator ledger of a prefill and of the first decode step."""
     from ridgeline.checks import check_size
@@ -159,17 +135,16 @@ def ops_command(
     _render.ops(data)
 
 
-@app.command()
 def roofline(
-    gpu: str = GPU,
-    maths: str = typer.Option("bf16", "--maths", help="Arithmetic dtype whose peak sets the roof."),
-    model: str = MODEL,
-    prompt: int = typer.Option(2000, "--prompt-tokens", "-p", help="Prefill tokens to place on the chart."),
-    batch: int = typer.Option(1, "--batch", "-b", help="Decode batch to place on the chart."),
-    context: int = typer.Option(0, "--context", "-c", help="Cached tokens per decoding sequence."),
-    preset: str = typer.Option("ideal", "--preset", help="ideal or lesson."),
-    gpu_file: Optional[str] = GPU_FILE,
-    as_json: bool = JSON,
+    gpu: str = o.GPU,
+    maths: str = option("bf16", "--maths", help="Arithmetic dtype whose peak sets the roof."),
+    model: str = o.MODEL,
+    prompt: int = option(2000, "--prompt-tokens", "-p", help="Prefill tokens to place on the chart."),
+    batch: int = option(1, "--batch", "-b", help="Decode batch to place on the chart."),
+    context: int = option(0, "--context", "-c", help="Cached tokens per decoding sequence."),
+    preset: str = option("ideal", "--preset", help="ideal or lesson."),
+    gpu_file: str | None = o.GPU_FILE,
+    as_json: bool = o.JSON,
 ) -> None:
     """The accelerator's roofline and where a prefill and a decode step sit on it."""
     from ridgeline.points import roofline_points
@@ -183,8 +158,7 @@ def roofline(
     _render.roofline(result)
 
 
-@app.command()
-def gpus(gpu_file: Optional[str] = GPU_FILE, as_json: bool = JSON) -> None:
+def gpus(gpu_file: str | None = o.GPU_FILE, as_json: bool = o.JSON) -> None:
     """The accelerator catalogue, with the user's own entries."""
     from ridgeline.describe import describe_gpus
 
@@ -197,8 +171,7 @@ def gpus(gpu_file: Optional[str] = GPU_FILE, as_json: bool = JSON) -> None:
     _render.gpus(entries)
 
 
-@app.command()
-def engines(as_json: bool = JSON) -> None:
+def engines(as_json: bool = o.JSON) -> None:
     """The engine profiles (with the user's own): their rates, overheads, scheduler and bands."""
     from ridgeline.describe import describe_engines
 
@@ -211,11 +184,10 @@ def engines(as_json: bool = JSON) -> None:
     _render.engines(entries)
 
 
-@app.command()
 def models(
-    spec: Optional[str] = typer.Argument(None, help="Describe one: a name, config.json or .gguf."),
-    weights: Optional[str] = WEIGHTS,
-    as_json: bool = JSON,
+    spec: str | None = argument(None, help="Describe one: a name, config.json or .gguf."),
+    weights: str | None = o.WEIGHTS,
+    as_json: bool = o.JSON,
 ) -> None:
     """The model catalogue, or one model described."""
     from ridgeline.describe import describe, describe_all
@@ -227,6 +199,55 @@ def models(
     from ridgeline import _render
 
     _render.models(data if isinstance(data, list) else [data])
+
+
+# The commands defined here, which `options.parse` reads without Typer.
+COMMANDS: dict[str, Callable[..., Any]] = {
+    "estimate": estimate,
+    "ops": ops_command,
+    "roofline": roofline,
+    "gpus": gpus,
+    "engines": engines,
+    "models": models,
+}
+
+
+@cache
+def _app() -> Any:
+    """The Typer app with every command, the faces' too: for `--help`, for a mistake, for
+    the faces' commands, and for shell completion."""
+    import typer
+
+    app = typer.Typer(
+        add_completion=False,
+        no_args_is_help=True,
+        help="ridgeline: what an LLM token costs, from the roofline up.",
+        pretty_exceptions_enable=False,
+    )
+    for name, command in COMMANDS.items():
+        app.command(name)(typed(command))
+    _register_faces(app)
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    """`app`: the Typer app, built on first use."""
+    if name == "app":
+        return _app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _register_faces(app: Any) -> None:
+    """Each face (simulator, measurement, web lesson, film) adds its own commands from its
+    package's `commands` module, which imports nothing heavy at start-up."""
+    from ridgeline.film import commands as film
+    from ridgeline.measure import commands as measure
+    from ridgeline.search import commands as search
+    from ridgeline.simulate import commands as simulate
+    from ridgeline.web import commands as web
+
+    for face in (simulate, search, measure, web, film):
+        face.register(app)
 
 
 def _finite_floats(command: Any) -> Any:
@@ -270,41 +291,34 @@ def _command(args: list[str]) -> Any:
 
     from typer.main import get_command, get_command_name, get_group
 
+    app = _app()
     for info in app.registered_commands:
         name = info.name or (get_command_name(info.callback.__name__) if info.callback else None)
         if args and name == args[0]:
             one = copy.copy(app)
             one.registered_commands = [info]
-            return get_group(one)
-    return get_command(app)
+            return _finite_floats(get_group(one))
+    return _finite_floats(get_command(app))
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI. A user's mistake is one line on stderr and status 2; an interrupt is
     status 130 (SIGTERM: 143); anything else unforeseen is one line and status 1, never a
     traceback."""
-    from typer._click import exceptions as click  # typer carries its own click
-
     try:
         args = canonical(sys.argv[1:] if argv is None else list(argv))
-        command = _finite_floats(_command(args))
         if any("\x00" in a for a in args):  # only a caller in-process can pass one; the OS refuses it
             raise RidgelineError("an argument holds a NUL byte, which no file name or value can")
-        result = command.main(args=args, standalone_mode=False, prog_name="ridgeline")
+        completing = "_RIDGELINE_COMPLETE" in os.environ  # shell completion is Typer's
+        command = COMMANDS.get(args[0]) if args and not completing else None
+        values = parse(command, args[1:]) if command else None
+        return _run_typer(args) if values is None else _run(command, values)
     except RidgelineError as exc:
         fail(exc)
         return 2
-    except click.UsageError as exc:
-        fail(f"{exc.format_message()} (see --help)")
-        return 2
-    except typer.Exit as exc:
-        return int(exc.exit_code or 0)
-    except (typer.Abort, KeyboardInterrupt):
+    except KeyboardInterrupt:
         sys.stderr.write("ridgeline: interrupted\n")
         return 130
-    except click.ClickException as exc:
-        fail(exc.format_message())
-        return 2
     except BrokenPipeError:
         _quiet_stdout()
         return 0
@@ -320,14 +334,52 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug in ridgeline: say so in one line, not a traceback
         fail(f"internal error ({type(exc).__name__}: {exc}); please report it with the command line")
         return 1
+
+
+def _run(command: Any, values: dict[str, Any]) -> int:
+    """Run a command the parser read, ending as Typer's runner ends one: an interrupt is
+    status 130, end of input an abort, a closed pipe status 1 with nothing said."""
+    try:
+        result = command(**values)
+    except KeyboardInterrupt:
+        return 130
+    except EOFError:
+        sys.stderr.write("\nridgeline: interrupted\n")
+        return 130
+    except OSError as exc:
+        import errno
+
+        if exc.errno != errno.EPIPE:
+            raise
+        _quiet_stdout()
+        return 1
+    return result if isinstance(result, int) else 0
+
+
+def _run_typer(args: list[str]) -> int:
+    """Run `args` through the Typer app: help, a mistake's message, the faces' commands."""
+    import typer
+    from typer._click import exceptions as click  # typer carries its own click
+
+    try:
+        result = _command(args).main(args=args, standalone_mode=False, prog_name="ridgeline")
+    except click.UsageError as exc:
+        fail(f"{exc.format_message()} (see --help)")
+        return 2
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except typer.Abort:
+        sys.stderr.write("ridgeline: interrupted\n")
+        return 130
+    except click.ClickException as exc:
+        fail(exc.format_message())
+        return 2
     return result if isinstance(result, int) else 0
 
 
 def _quiet_stdout() -> None:
     """After a closed pipe (`ridgeline ... | head`), point stdout at /dev/null so that
     Python's own flush at exit does not complain."""
-    import os
-
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -337,19 +389,3 @@ def _quiet_stdout() -> None:
 
 def entry() -> None:
     sys.exit(main())
-
-
-def _register_faces() -> None:
-    """Each face (simulator, measurement, web lesson, film) adds its own commands from its
-    package's `commands` module, which imports nothing heavy at start-up."""
-    from ridgeline.film import commands as film
-    from ridgeline.measure import commands as measure
-    from ridgeline.search import commands as search
-    from ridgeline.simulate import commands as simulate
-    from ridgeline.web import commands as web
-
-    for face in (simulate, search, measure, web, film):
-        face.register(app)
-
-
-_register_faces()
