@@ -9,12 +9,20 @@ has them, and a process that compiles every module it imports measures the compi
 peer's CLI is timed in the same runs when it is installed (`pip install ridgepoint`, or
 RIDGEPOINT=/path/to/ridgepoint).
 
+In process, one request (Llama 3.1 8B on an H100 SXM, 2,000 tokens in, 500 out) is priced
+in a loop by each tool in its own Python, in the same interleaved rounds: ridgeline's
+`estimate()`, ridgepoint's `fit` (a Rust extension: RIDGEPOINT_PYTHON=/path/to/python, or
+installed beside ridgeline) and llm-analysis's `LLMAnalysis(...).inference` (its catalogue
+has no Llama 3 and its model config cannot hold an MLP of 3.5 x hidden, so its Llama 2 7B at
+the same 60% / 80% efficiencies; LLM_ANALYSIS_PYTHON=/path/to/python).
+
 Run: python benchmarks/bench_estimate.py   (figures go into the README by hand)
      python -X importtime -m ridgeline estimate --json 2>&1 >/dev/null | sort -t'|' -k2 -n | tail
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -24,17 +32,58 @@ import sys
 import time
 from pathlib import Path
 
+# Each tool's call, as the loop below runs it in that tool's own Python.
+CALLS = {
+    "ridgeline": "from ridgeline import estimate\ncall = estimate",
+    "ridgepoint": "import ridgepoint\ncall = lambda: ridgepoint.fit('llama-3-8b', 'h100-80gb')",
+    "llm_analysis": """
+import logging
+from llm_analysis.analysis import LLMAnalysis, logger
+from llm_analysis.config import get_dtype_config_by_name, get_gpu_config_by_name, get_model_config_by_name
+logger.setLevel(logging.ERROR)
 
-def in_process(repeats: int = 200) -> float:
-    from ridgeline import estimate
+def call():
+    model = get_model_config_by_name('NousResearch_Llama-2-7b-hf')
+    gpu, dtype = get_gpu_config_by_name('h100-sxm-80gb'), get_dtype_config_by_name('w16a16e16')
+    a = LLMAnalysis(model, gpu, dtype, flops_efficiency=0.6, hbm_memory_efficiency=0.8)
+    return a.inference(batch_size_per_gpu=1, seq_len=2000, num_tokens_to_generate=500)
+""",
+}
+LOOP = """
+import statistics, time
+{call}
+for _ in range(50):  # warm the catalogues and caches
+    call()
+times = []
+for _ in range({repeats}):
+    t0 = time.perf_counter()
+    call()
+    times.append(time.perf_counter() - t0)
+print(statistics.median(times))
+"""
 
-    estimate()  # warm the catalogues
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        estimate()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+
+def tool_pythons() -> dict[str, str]:
+    """The Python each tool runs in: this one for ridgeline; a peer's from its variable, or
+    this one when the peer is installed here; peers found nowhere are left out."""
+    found = {"ridgeline": sys.executable}
+    for tool, variable in (("ridgepoint", "RIDGEPOINT_PYTHON"), ("llm_analysis", "LLM_ANALYSIS_PYTHON")):
+        python = os.environ.get(variable)
+        if python or importlib.util.find_spec(tool) is not None:
+            found[tool] = python or sys.executable
+    return found
+
+
+def in_process(rounds: int = 5, repeats: int = 1000) -> dict[str, float]:
+    """Median seconds per call of each tool, in process, the median over interleaved rounds."""
+    pythons = tool_pythons()
+    times: dict[str, list[float]] = {tool: [] for tool in pythons}
+    for _ in range(rounds):
+        for tool, python in pythons.items():
+            code = LOOP.format(call=CALLS[tool], repeats=repeats)
+            out = subprocess.run([python, "-c", code], check=True, capture_output=True, text=True).stdout
+            times[tool].append(float(out.split()[-1]))
+    return {tool: statistics.median(t) for tool, t in times.items()}
 
 
 def _ridgeline() -> list[str]:
@@ -74,9 +123,16 @@ def cold_starts(repeats: int = 21) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    est, cold = in_process(), cold_starts()
+    calls, cold = in_process(), cold_starts()
     bare = cold["bare_python"]
+    est = calls["ridgeline"]
     report: dict[str, float] = {"estimate_in_process_s": est}
+    if "ridgepoint" in calls:
+        report["ridgepoint_fit_in_process_s"] = calls["ridgepoint"]
+        report["in_process_over_ridgepoint"] = est / calls["ridgepoint"]
+    if "llm_analysis" in calls:
+        report["llm_analysis_inference_in_process_s"] = calls["llm_analysis"]
+        report["llm_analysis_over_in_process"] = calls["llm_analysis"] / est
     report.update({f"{name}_s": t for name, t in cold.items()})
     report["typer_import_above_bare_s"] = cold["import_typer"] - bare
     report["core_import_above_bare_s"] = cold["import_core"] - bare

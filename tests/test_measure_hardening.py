@@ -443,7 +443,7 @@ def test_fit_writes_the_format_its_extension_names(tmp_path: Path) -> None:
         loaded.append(load_calibration(tmp_path / name))
     text = (tmp_path / "cal.toml").read_text()
     assert (
-        _files.tomllib.loads(text)["effective_bandwidth_bytes_per_s"]
+        _files.loads_toml(text)["effective_bandwidth_bytes_per_s"]
         == loaded[0].effective_bandwidth_bytes_per_s
     )
     assert strict((tmp_path / "cal.json").read_text())["gpu"] == "h100-sxm"

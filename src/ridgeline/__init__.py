@@ -5,9 +5,10 @@ in none of the faces' libraries."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from ridgeline.deployment import Deployment  # noqa: F401
     from ridgeline.errors import RidgelineError  # noqa: F401
     from ridgeline.hardware import Accelerator, get_accelerator  # noqa: F401

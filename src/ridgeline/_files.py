@@ -1,35 +1,38 @@
-"""Reading the data files: TOML or JSON, shipped in the package or the user's own."""
+"""Reading the data files: TOML or JSON, shipped in the package or the user's own.
+
+The parsers (json, tomllib) and pathlib load when a file is read, not when the core is
+imported: a command that needs neither does not pay for them.
+"""
 
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
-from importlib import resources
-from pathlib import Path
-from typing import Any
 
 from ridgeline.errors import RidgelineError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+# The package is installed as files (a wheel, a checkout, the static site's unpacked zip),
+# so its data is read beside this module rather than through importlib.resources.
+DATA = os.path.join(os.path.dirname(__file__), "data")
 
 
 def package_text(*parts: str) -> str:
-    path = resources.files("ridgeline").joinpath("data")
-    for part in parts:
-        path = path.joinpath(part)
-    return path.read_text(encoding="utf-8")
+    with open(os.path.join(DATA, *parts), encoding="utf-8") as handle:
+        return handle.read()
 
 
 @functools.cache
 def package_names(folder: str, suffix: str) -> tuple[str, ...]:
     """The names of the package's data files in a folder (they never change in a run)."""
-    root = resources.files("ridgeline").joinpath("data").joinpath(folder)
-    return tuple(sorted(p.name[: -len(suffix)] for p in root.iterdir() if p.name.endswith(suffix)))
+    return tuple(
+        sorted(n[: -len(suffix)] for n in os.listdir(os.path.join(DATA, folder)) if n.endswith(suffix))
+    )
 
 
 # A user's data file (accelerators, calibration, a model's config) is a few kilobytes; a
@@ -40,6 +43,8 @@ MAX_DATA_FILE_BYTES = 16 * 1024 * 1024
 def dumps(data: Any, indent: int | None = 2) -> str:
     """JSON as ridgeline writes it: strict, so a NaN or an infinity fails loudly here
     instead of reaching a reader as something that is not JSON."""
+    import json
+
     return json.dumps(data, indent=indent, allow_nan=False, separators=None if indent else (",", ":"))
 
 
@@ -50,17 +55,28 @@ def _no_constant(name: str) -> Any:
 def loads_json(text: str | bytes) -> Any:
     """Strict JSON: NaN and Infinity are refused; nesting too deep to be data is refused
     (Python's parser would otherwise die of RecursionError)."""
+    import json
+
     try:
         return json.loads(text, parse_constant=_no_constant)
     except RecursionError:
         raise ValueError("nested too deeply") from None
 
 
+def loads_toml(text: str) -> dict[str, Any]:
+    """TOML; a syntax error is a ValueError (tomllib.TOMLDecodeError)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    return tomllib.loads(text)
+
+
 def parse(text: str, where: str) -> dict[str, Any]:
     """Parse TOML or JSON (by the name's suffix), with one clear line on failure."""
     try:
-        data = loads_json(text) if where.endswith(".json") else tomllib.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        data = loads_json(text) if where.endswith(".json") else loads_toml(text)
+    except (ValueError, RecursionError) as exc:
         raise RidgelineError(f"cannot parse {where}: {exc}; fix the file's syntax") from None
     if not isinstance(data, dict):
         raise RidgelineError(f"{where} must hold a table/object at the top level")
@@ -70,6 +86,8 @@ def parse(text: str, where: str) -> dict[str, Any]:
 def read_user_text(path: str | Path, limit_bytes: int = MAX_DATA_FILE_BYTES) -> str:
     """A user's text file, UTF-8, at most `limit_bytes` (a device such as /dev/zero or a
     huge file is refused after that many bytes, not read until memory runs out)."""
+    from pathlib import Path
+
     p = Path(path).expanduser()
     if "\x00" in str(p):
         raise RidgelineError(f"{str(p)!r} holds a NUL byte; no file has such a name")
@@ -91,12 +109,16 @@ def read_user_text(path: str | Path, limit_bytes: int = MAX_DATA_FILE_BYTES) -> 
 
 
 def read_user_file(path: str | Path) -> dict[str, Any]:
+    from pathlib import Path
+
     text = read_user_text(path)
     return parse(text, str(Path(path).expanduser()))
 
 
 def config_dir() -> Path:
     """Where ridgeline keeps the user's own entries (`ridgeline probe` writes here)."""
+    from pathlib import Path
+
     return Path(config_dir_text())
 
 

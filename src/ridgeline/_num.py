@@ -1,12 +1,25 @@
 """Arithmetic that accepts floats or numpy arrays alike, so one formula serves a single
-estimate and a sweep of a million points. numpy is imported only when an array arrives."""
+estimate and a sweep of a million points. numpy is imported only when an array arrives.
+
+The values of one pass (ledger.Pass and Work, efficiency.Rates, parallel.GpuShare,
+roofline.StepTime, operators.OpRow) hold `Num`s: plain dataclasses, not frozen ones. A
+value that may hold arrays can be neither hashed nor compared whole, so freezing it buys no
+hashing, and a frozen dataclass sets each field through object.__setattr__: its
+construction takes four times as long, on every pass of every estimate, sweep, search and
+simulation.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
-Num = Any  # float, int or numpy.ndarray
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    Num = Any  # float, int or numpy.ndarray
+else:  # annotations are never evaluated at run time (PEP 563): the name need only exist
+    Num = object
 
 
 _SCALARS = (float, int, bool, str)

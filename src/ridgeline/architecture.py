@@ -50,22 +50,22 @@ class Architecture:
     file_bytes_per_param: float | None = None
 
     # --- attention -------------------------------------------------------------
-    @property
+    @cached_property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
 
-    @property
+    @cached_property
     def is_moe(self) -> bool:
         return self.experts > 0
 
-    @property
+    @cached_property
     def q_dim(self) -> int:
         """Width of the queries: heads x head dim (d for Llama)."""
         if self.is_mla:
             return self.heads * (self.qk_nope_head_dim + self.qk_rope_head_dim)
         return self.heads * self.head_dim
 
-    @property
+    @cached_property
     def attention_flops_per_pair(self) -> float:
         """FLOPs per layer for one (query, key) pair: scores plus the weighted values.
 
@@ -77,7 +77,7 @@ class Architecture:
             return 2.0 * self.heads * (qk + self.v_head_dim)
         return 4.0 * self.heads * self.head_dim
 
-    @property
+    @cached_property
     def kv_elements_per_token_per_layer(self) -> int:
         """K and V per token per layer; for MLA the cached latent plus the rope key."""
         if self.is_mla:
@@ -97,6 +97,12 @@ class Architecture:
         for w in self.layer_windows():
             counts[w] = counts.get(w, 0) + 1
         return tuple(sorted(((n, w) for w, n in counts.items()), key=lambda g: g[1]))
+
+    @cached_property
+    def window_edges(self) -> tuple[int, ...]:
+        """Contexts where a sliding window bends its layers' terms: at w - 1 a query still
+        sees every cached token, at w it sees the last w."""
+        return tuple(sorted({e for _, w in self.window_groups() if w for e in (w - 1, w)}))
 
     # --- parameters ------------------------------------------------------------
     @property
@@ -130,7 +136,7 @@ class Architecture:
         v = self.v_head_dim if self.is_mla else self.head_dim
         return self.heads * v * self.hidden
 
-    @property
+    @cached_property
     def v_dim(self) -> int:
         """Width of the attention output: heads x value head dim."""
         return self.heads * (self.v_head_dim if self.is_mla else self.head_dim)
@@ -139,7 +145,7 @@ class Architecture:
     def dense_mlp_params(self) -> int:
         return 3 * self.hidden * self.mlp
 
-    @property
+    @cached_property
     def expert_params(self) -> int:
         """One routed expert: gate, up and down (with biases where the model has them)."""
         params = 3 * self.hidden * self.expert_mlp
@@ -147,7 +153,7 @@ class Architecture:
             params += 2 * self.expert_mlp + self.hidden
         return params
 
-    @property
+    @cached_property
     def moe_layers(self) -> int:
         return self.layers - self.dense_layers if self.is_moe else 0
 

@@ -143,7 +143,7 @@ def load_calibration(path: str | Path) -> Calibration:
     suffix = p.suffix.lower()
     as_json = suffix == ".json" or (suffix != ".toml" and text.lstrip().startswith("{"))
     try:
-        data = _files.loads_json(text) if as_json else _files.tomllib.loads(text)
+        data = _files.loads_json(text) if as_json else _files.loads_toml(text)
     except (ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
         kind = "JSON" if as_json else "TOML"
         raise RidgelineError(

@@ -9,9 +9,12 @@ split the line.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from ridgeline.errors import RidgelineError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Sizes beyond these are nonsense for any model or machine of this century, and would turn
 # exact integer sums into floats that silently lose their last digits.

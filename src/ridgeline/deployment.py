@@ -11,18 +11,23 @@ user says otherwise, and a calibration replaces its preset's efficiencies.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from functools import cached_property
 
 from ridgeline.architecture import Architecture
-from ridgeline.calibration import Calibration, load_calibration
 from ridgeline.checks import check_efficiency, check_size
-from ridgeline.efficiency import METHODS, PRESETS, Efficiency, make_efficiency
-from ridgeline.engines import EngineProfile, get_engine
+from ridgeline.efficiency import METHODS, PRESETS, Efficiency, Rates, flat_rates, make_efficiency
 from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.hardware import Accelerator, get_accelerator
 from ridgeline.models import get_model
 from ridgeline.parallel import Parallel, make_parallel
 from ridgeline.precision import Precision, make_precision
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # engine profiles and calibrations load when a deployment names one
+    from pathlib import Path
+
+    from ridgeline.calibration import Calibration
+    from ridgeline.engines import EngineProfile
 
 LARGE_PASS_TOKENS = 1e9  # a pass this large fills the tensor cores: where a roof is read
 
@@ -86,6 +91,8 @@ class Deployment:
         eff = make_efficiency(preset, compute_eff, bandwidth_eff)
         source = None
         if calibration is not None:
+            from ridgeline.calibration import Calibration, load_calibration
+
             cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration)
             fitted = cal.efficiency(hw.peak(prec.maths), hw.bandwidth_bytes_per_s)
             eff = replace(
@@ -99,11 +106,13 @@ class Deployment:
             source = cal.source or str(calibration)
         if method not in METHODS:
             raise unknown_name("timing method", method, METHODS, "ridgeline estimate --help")
-        if engine is not None and not isinstance(engine, EngineProfile):
-            engine = get_engine(engine)
-        if engine is not None and calibration is not None:
-            raise RidgelineError("--engine and --calibration both set the rates: give one")
         if engine is not None:
+            from ridgeline.engines import EngineProfile, get_engine
+
+            if not isinstance(engine, EngineProfile):
+                engine = get_engine(engine)
+            if calibration is not None:
+                raise RidgelineError("--engine and --calibration both set the rates: give one")
             engine.check_runs_on(hw)
         return cls(
             arch=arch, prec=prec, hw=hw, par=par, eff=eff, method=method, preset=preset, calibration=source,
@@ -113,6 +122,14 @@ class Deployment:
     @property
     def peak_flops(self) -> float:
         return self.hw.peak(self.prec.maths)
+
+    @cached_property
+    def flat_rates(self) -> Rates:
+        """The rates of its preset or calibration: the same fractions of the peaks for every
+        pass (an engine profile's depend on the pass: `roofline.pass_rates`)."""
+        return flat_rates(
+            self.eff, self.peak_flops, self.hw.bandwidth_bytes_per_s, self.hw.interconnect_bytes_per_s
+        )
 
     @property
     def ridge(self) -> float:

@@ -10,11 +10,14 @@ per-first-token offset.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ridgeline.checks import check_efficiency
 from ridgeline.errors import unknown_name
 from ridgeline.parallel import COLLECTIVE_LATENCY_S
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ class Efficiency:
 PRESETS = {"ideal": Efficiency(1.0, 1.0), "lesson": Efficiency(0.6, 0.8)}
 
 
-@dataclass(frozen=True)
+@dataclass  # made per pass under an engine profile, may hold arrays: plain (see _num.Num)
 class Rates:
     """What a deployment reaches on one pass: FLOP/s for the matmuls and for attention,
     bytes/s for weights and for the KV cache, a fixed overhead, and per collective a
@@ -65,6 +68,8 @@ def make_efficiency(
     if preset not in PRESETS:
         raise unknown_name("preset", preset, PRESETS, "ridgeline estimate --help")
     base = PRESETS[preset]
+    if compute_eff is None and bandwidth_eff is None:
+        return base
     eff = Efficiency(
         base.compute if compute_eff is None else compute_eff,
         base.bandwidth if bandwidth_eff is None else bandwidth_eff,

@@ -3,15 +3,15 @@
 The catalogue is `data/gpus.toml`. Users extend it with their own TOML or JSON file
 (`--gpu-file`, the `RIDGELINE_GPUS` environment variable, or `gpus.toml`/`gpus.json`
 in the config folder, where `ridgeline probe` saves `host`), or with one-off flags.
+The config folder is looked in once a process (for each value of the variables that name
+files and folders); a file found is parsed again whenever it changes (size or mtime).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
-from typing import Any
+from functools import cache, lru_cache
 
 from ridgeline import _files
 from ridgeline.checks import (
@@ -22,6 +22,11 @@ from ridgeline.checks import (
     check_price,
 )
 from ridgeline.errors import RidgelineError, unknown_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 LINKS = ("nvlink", "pcie", "xgmi", "none")
 FALLBACK = {"fp16": ("bf16",), "bf16": ("fp16",), "fp16acc16": ("fp16", "bf16")}  # same-rate dtypes
@@ -137,14 +142,31 @@ def builtin_catalogue() -> dict[str, Accelerator]:
     return _entries(_files.parse(_files.package_text("gpus.toml"), "gpus.toml"), "gpus.toml")
 
 
-def user_files(gpu_file: str | Path | None = None) -> list[Path]:
+def user_files(gpu_file: str | Path | None = None) -> list[str]:
+    """The user's accelerator files, in the order they apply: those the environment names,
+    then --gpu-file."""
+    env = os.environ.get
+    found = environment_files(env("RIDGELINE_GPUS"), env("RIDGELINE_CONFIG_DIR"), env("XDG_CONFIG_HOME"))
+    return [*found, *_named([gpu_file] if gpu_file else [])]
+
+
+@cache
+def environment_files(listed: str | None, *folders: str | None) -> tuple[str, ...]:
+    """gpus.toml and gpus.json in the config folder, then the RIDGELINE_GPUS list: looked for
+    once a process for each value of the variables that name them (`ridgeline probe` saves
+    `host` there for the next process)."""
     folder = _files.config_dir_text()
-    found = [os.path.join(folder, n) for n in ("gpus.toml", "gpus.json")]
-    paths = [Path(p) for p in found if os.path.exists(p)]
-    paths += [Path(p) for p in os.environ.get("RIDGELINE_GPUS", "").split(os.pathsep) if p]
-    if gpu_file:
-        paths.append(Path(gpu_file))
-    return paths
+    found = [p for p in (os.path.join(folder, n) for n in ("gpus.toml", "gpus.json")) if os.path.exists(p)]
+    return tuple(_named([*found, *(listed or "").split(os.pathsep)]))
+
+
+def _named(paths: list[str | Path]) -> list[str]:
+    """Each path as the messages and `source` name it (pathlib's spelling)."""
+    if not any(paths):
+        return []
+    from pathlib import Path
+
+    return [str(Path(p)) for p in paths if p]
 
 
 def catalogue(gpu_file: str | Path | None = None) -> dict[str, Accelerator]:
@@ -154,11 +176,11 @@ def catalogue(gpu_file: str | Path | None = None) -> dict[str, Accelerator]:
         return builtin_catalogue()
     gpus = dict(builtin_catalogue())
     for path in files:
-        gpus.update(_user_entries(str(path), *_stamp(path)))
+        gpus.update(_user_entries(path, *_stamp(path)))
     return gpus
 
 
-def _stamp(path: Path) -> tuple[int, int]:
+def _stamp(path: str) -> tuple[int, int]:
     """(mtime, size) of a file, so a file read once is parsed again only when it changes."""
     try:
         st = os.stat(path)

@@ -9,10 +9,12 @@ including their defaults when a field is omitted (tie_word_embeddings defaults t
 
 from __future__ import annotations
 
-from typing import Any
-
 from ridgeline.architecture import Architecture
 from ridgeline.errors import RidgelineError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 DENSE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text", "phi3"}
 MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "deepseek_v2", "deepseek_v3"}

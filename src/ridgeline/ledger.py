@@ -22,8 +22,12 @@ from ridgeline._num import Num, clip, minimum
 from ridgeline.architecture import Architecture
 from ridgeline.precision import Precision
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
-@dataclass(frozen=True)
+
+@dataclass  # made per pass, may hold arrays: plain (see _num.Num)
 class Work:
     """What one forward pass costs the whole model."""
 
@@ -86,18 +90,17 @@ def distinct_experts(arch: Architecture, tokens: Num) -> Num:
     return e * (1.0 - (1.0 - k / e) ** tokens)
 
 
-def weights_read_bytes(arch: Architecture, prec: Precision, tokens: Num) -> Num:
-    """Weight bytes one pass reads: all of them for a dense model; for MoE the fixed part
-    plus the experts that the step's tokens route to."""
-    per_param = weight_bytes_per_param(arch, prec)
-    fixed = arch.parameters - arch.routed_expert_params
-    return fixed * per_param + expert_bytes_read(arch, prec, tokens)
+def fixed_weight_bytes(arch: Architecture, prec: Precision) -> float:
+    """The weights every pass reads, whatever its tokens: all of a dense model's, all but
+    the routed experts of a MoE (a pass reads these plus `expert_bytes_read`)."""
+    return (arch.parameters - arch.routed_expert_params) * weight_bytes_per_param(arch, prec)
 
 
 def expert_bytes_read(arch: Architecture, prec: Precision, tokens: Num) -> Num:
-    """The routed experts' part of a pass's weight reads: the experts its tokens touch."""
+    """The routed experts' part of a pass's weight reads: the experts its tokens touch
+    (none for a dense model, whatever its tokens: a plain 0, never an array of them)."""
     if not arch.is_moe:
-        return 0.0 * tokens
+        return 0.0
     per_param = weight_bytes_per_param(arch, prec)
     return arch.moe_layers * distinct_experts(arch, tokens) * arch.expert_params * per_param
 
@@ -124,30 +127,47 @@ def pass_work(arch: Architecture, prec: Precision, new_tokens: Num, context: Num
 def work_of(arch: Architecture, prec: Precision, p: Pass) -> Work:
     """The work of a pass described by its totals (a mixed step of the simulator too)."""
     layers = [n for n, _ in arch.window_groups()]
-    pairs = list(zip(layers, p.pairs, strict=True))
-    cached = list(zip(layers, p.cached, strict=True))
-    return work_from_totals(arch, prec, p.tokens, pairs, cached)
+    pairs, cached = zip(layers, p.pairs, strict=True), zip(layers, p.cached, strict=True)
+    return _work(arch, prec, p.tokens, _over_layers(pairs), _over_layers(cached))
 
 
 def work_from_totals(
     arch: Architecture,
     prec: Precision,
     tokens: Num,
-    pairs: list[tuple[int, Num]],
-    cached: list[tuple[int, Num]],
+    pairs: Iterable[tuple[int, Num]],
+    cached: Iterable[tuple[int, Num]],
 ) -> Work:
     """The general form, for mixed batches: per window group (layers, total over the
     sequences), the attended pairs and the cached tokens read."""
+    return _work(arch, prec, tokens, _over_layers(pairs), _over_layers(cached))
+
+
+def _over_layers(groups: Iterable[tuple[int, Num]]) -> Num:
+    """Sum over the window groups of (layers x the group's total per layer). The sum starts
+    from the first group's term rather than from 0: the same number, and an array is not
+    copied once more to add nothing."""
+    terms = (n * x for n, x in groups)
+    return sum(terms, next(terms))
+
+
+def _work(arch: Architecture, prec: Precision, tokens: Num, layer_pairs: Num, layer_cached: Num) -> Work:
+    """A pass of T tokens that attends `layer_pairs` (query, key) pairs and reads
+    `layer_cached` cached tokens, each summed over the layers."""
     kv_per_layer = arch.kv_elements_per_token_per_layer * prec.kv_bytes_per_element
+    expert_weight_bytes = expert_bytes_read(arch, prec, tokens)
+    expert_flops = 0.0  # a dense model's, whatever its tokens: a plain 0, never an array of them
+    if arch.is_moe:
+        expert_flops = 2.0 * arch.moe_layers * arch.experts_per_token * arch.expert_params * tokens
     return Work(
         tokens=tokens,
         linear_flops=2.0 * arch.active_parameters * tokens,
-        attention_flops=arch.attention_flops_per_pair * sum(n * p for n, p in pairs),
-        weight_bytes=weights_read_bytes(arch, prec, tokens),
-        kv_read_bytes=kv_per_layer * sum(n * c for n, c in cached),
+        attention_flops=arch.attention_flops_per_pair * layer_pairs,
+        weight_bytes=fixed_weight_bytes(arch, prec) + expert_weight_bytes,
+        kv_read_bytes=kv_per_layer * layer_cached,
         kv_write_bytes=kv_bytes_per_token(arch, prec) * tokens,
-        expert_weight_bytes=expert_bytes_read(arch, prec, tokens),
-        expert_flops=2.0 * arch.moe_layers * arch.experts_per_token * arch.expert_params * tokens,
+        expert_weight_bytes=expert_weight_bytes,
+        expert_flops=expert_flops,
     )
 
 
@@ -159,7 +179,7 @@ def training_flops_per_token(arch: Architecture) -> float:
 TRAINING_BYTES_PER_PARAM = 16  # bf16 weights + grads, fp32 master weights + two Adam moments
 
 
-@dataclass(frozen=True)
+@dataclass  # made per pass, may hold arrays: plain (see _num.Num)
 class Pass:
     """What one forward pass carries, summed over its sequences: new tokens, and per window
     group of layers (Architecture.window_groups) the attended pairs and the cached tokens
@@ -177,7 +197,7 @@ def uniform(arch: Architecture, new_tokens: Num, context: Num = 0, batch: Num = 
     groups = arch.window_groups()
     return Pass(
         tokens=batch * new_tokens,
-        pairs=tuple(batch * attended_pairs(new_tokens, context, w) for _, w in groups),
-        cached=tuple(batch * cached_tokens(context, w) for _, w in groups),
+        pairs=tuple([batch * attended_pairs(new_tokens, context, w) for _, w in groups]),
+        cached=tuple([batch * cached_tokens(context, w) for _, w in groups]),
         sampled=batch,
     )

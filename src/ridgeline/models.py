@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from pathlib import Path
 
 from ridgeline import _files
 from ridgeline.architecture import Architecture
 from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.hf_config import architecture_from_config
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def catalogue_names() -> tuple[str, ...]:
@@ -25,6 +28,8 @@ def catalogue_model(name: str) -> Architecture:
 
 def _hf_cached_config(repo: str) -> Path | None:
     """The newest config.json for `org/name` in the local Hugging Face cache."""
+    from pathlib import Path
+
     home = Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
     hub = Path(os.environ.get("HF_HUB_CACHE") or home / "hub")
     snapshots = hub / f"models--{repo.replace('/', '--')}" / "snapshots"
@@ -33,6 +38,8 @@ def _hf_cached_config(repo: str) -> Path | None:
 
 
 def _hf_config(repo: str) -> Path:
+    from pathlib import Path
+
     cached = _hf_cached_config(repo)
     if cached:
         return cached
@@ -71,6 +78,8 @@ def get_model(spec: str = "llama-3.1-8b") -> Architecture:
 def _resolve(spec: str) -> Architecture:
     if spec.lower() in catalogue_names():
         return catalogue_model(spec.lower())
+    from pathlib import Path
+
     path = Path(spec).expanduser()
     if spec.endswith(".gguf"):
         if not path.is_file():

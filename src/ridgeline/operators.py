@@ -35,7 +35,7 @@ NORM_FLOPS_PER_ELEMENT = 4  # RMSNorm: square, sum, scale, weight
 ATTENTION = "attention (FlashAttention)"
 
 
-@dataclass(frozen=True)
+@dataclass  # made per operator of every pass, may hold arrays: plain (see _num.Num)
 class OpRow:
     """One operator of a pass. Every figure may be a float or a numpy array (a sweep)."""
 

@@ -73,7 +73,7 @@ def kv_share_per_gpu(arch: Architecture, par: Parallel) -> float:
     return max(arch.kv_heads, par.tp) / arch.kv_heads / par.tp / par.pp
 
 
-@dataclass(frozen=True)
+@dataclass  # made per pass, may hold arrays: plain (see _num.Num)
 class GpuShare:
     """One GPU's part of a pass: a GPU of one pipeline stage (the pass visits pp stages in
     turn, so its time is pp times a stage's)."""
@@ -151,7 +151,7 @@ def comm_time_s(
     memory time (not overlapped)."""
     n = collectives_per_pass(arch, par)
     if n == 0:
-        return 0.0 * tokens
+        return 0.0  # a plain 0, never an array of them
     link = hw.interconnect_bytes_per_s if link_bytes_per_s is None else link_bytes_per_s
     if link <= 0:
         raise RidgelineError(f"{hw.name} has no interconnect bandwidth; add interconnect_bytes_per_s")

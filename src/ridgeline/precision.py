@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from ridgeline.errors import RidgelineError
 
@@ -22,7 +22,7 @@ BITS = {
 MATHS_DTYPES = ("bf16", "fp16", "fp16acc16", "fp8", "int8", "fp4", "fp32")
 KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
 SCALE_BITS = 16.0  # one bf16 scale per group
-_WEIGHTS = re.compile(r"^(?P<dtype>[a-z0-9]+?)(?:-g(?P<group>\d+))?$")
+_WEIGHTS = r"^(?P<dtype>[a-z0-9]+?)(?:-g(?P<group>\d+))?$"  # compiled on first use, not at import
 
 
 @dataclass(frozen=True)
@@ -33,15 +33,15 @@ class Precision:
     maths: str = "bf16"
     kv: str = "bf16"
 
-    @property
+    @cached_property
     def weight_bytes_per_param(self) -> float:
         return weight_bits(self.weights) / 8.0
 
-    @property
+    @cached_property
     def kv_bytes_per_element(self) -> float:
         return BITS[self.kv] / 8.0
 
-    @property
+    @cached_property
     def activation_bytes(self) -> float:
         """Activations travel in 16 bits unless the maths itself is wider."""
         return max(BITS[self.maths], 16.0) / 8.0
@@ -53,7 +53,7 @@ def weight_bits(weights: str) -> float:
     mix (a GGUF file knows it); it has no fixed width here."""
     if weights == "file":
         return float("nan")
-    match = _WEIGHTS.match(weights.lower())
+    match = re.match(_WEIGHTS, weights.lower())
     if not match or match["dtype"] not in BITS:
         raise RidgelineError(
             f"unknown weight dtype '{weights}': use one of {', '.join(BITS)}, "
@@ -68,6 +68,7 @@ def weight_bits(weights: str) -> float:
     return bits + SCALE_BITS / group
 
 
+@lru_cache(maxsize=64)
 def make_precision(weights: str = "bf16", maths: str = "bf16", kv: str = "bf16") -> Precision:
     weight_bits(weights)
     if maths not in MATHS_DTYPES:

@@ -8,22 +8,25 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, is_dataclass
 from functools import cached_property
-from pathlib import Path
-from typing import Any
 
 from ridgeline.architecture import Architecture
-from ridgeline.calibration import Calibration
 from ridgeline.checks import check_price, check_size
 from ridgeline.cost import Cost, token_cost
 from ridgeline.deployment import Deployment
-from ridgeline.engines import EngineProfile
 from ridgeline.errors import RidgelineError
-from ridgeline.explain import explain
 from ridgeline.hardware import Accelerator
 from ridgeline.ledger import TRAINING_BYTES_PER_PARAM, training_flops_per_token
-from ridgeline.memory import MemoryPlan, plan
 from ridgeline.request import Timeline, request_timeline
 from ridgeline.roofline import StepTime
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+    from ridgeline.calibration import Calibration
+    from ridgeline.engines import EngineProfile
+    from ridgeline.memory import MemoryPlan
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,9 @@ class Phase:
 
     @classmethod
     def of(cls, step: StepTime) -> Phase:
+        flops, attention_flops = float(step.flops), float(step.attention_flops)
         return cls(
-            flops=float(step.flops),
+            flops=flops,
             bytes=float(step.bytes),
             intensity=float(step.intensity),
             bound=str(step.bound),
@@ -63,8 +67,8 @@ class Phase:
             overhead_s=float(step.overhead_s),
             weight_bytes_per_gpu=float(step.weight_bytes_per_gpu),
             kv_bytes_per_gpu=float(step.kv_bytes_per_gpu),
-            attention_flops=float(step.attention_flops),
-            attention_share=float(step.attention_flops) / float(step.flops),
+            attention_flops=attention_flops,
+            attention_share=attention_flops / flops,
         )
 
 
@@ -132,11 +136,15 @@ class Estimate:
 
     @cached_property
     def memory(self) -> MemoryPlan:
+        from ridgeline.memory import plan
+
         i = self.inputs
         return plan(self.deployment, i["prompt"] + i["output"], i["batch"])
 
     @cached_property
     def explain(self) -> list[str]:
+        from ridgeline.explain import explain
+
         return explain(
             self.deployment, self.timeline, self.memory, self.inputs["prompt"], self.inputs["batch"]
         )
@@ -229,7 +237,8 @@ def estimate_on(
 
 def assemble(m: Deployment, prompt: int, output: int, batch: int, price: float) -> Estimate:
     t: Timeline = request_timeline(m, prompt, output, batch)
-    arch, hw = m.arch, m.hw
+    ttft_s, tpot_s = t.ttft_s, t.tpot_s
+    arch, hw, par = m.arch, m.hw, m.par
     return Estimate(
         inputs={
             "model": arch.name,
@@ -240,9 +249,9 @@ def assemble(m: Deployment, prompt: int, output: int, batch: int, price: float) 
             "prompt": prompt,
             "output": output,
             "batch": batch,
-            "tp": m.par.tp,
-            "pp": m.par.pp,
-            "ep": m.par.ep,
+            "tp": par.tp,
+            "pp": par.pp,
+            "ep": par.ep,
             "preset": m.preset,
             "calibration": m.calibration,
             "engine": m.engine.name if m.engine else None,
@@ -272,21 +281,21 @@ def assemble(m: Deployment, prompt: int, output: int, batch: int, price: float) 
         ),
         prefill=Phase.of(t.prefill),
         decode=Phase.of(t.first_decode),
-        ttft_s=t.ttft_s,
-        tpot_s=t.tpot_s,
+        ttft_s=ttft_s,
+        tpot_s=tpot_s,
         total_s=t.total_s,
         decode_share=t.decode_share,
-        tokens_per_s=1.0 / t.tpot_s,
-        batch_tokens_per_s=batch / t.tpot_s,
+        tokens_per_s=1.0 / tpot_s,
+        batch_tokens_per_s=batch / tpot_s,
         ridge=m.ridge,
         effective_ridge=m.effective_ridge,
-        cost=token_cost(price, m.par.gpus, t.ttft_s, t.tpot_s, prompt, batch),
+        cost=token_cost(price, par.gpus, ttft_s, tpot_s, prompt, batch),
         parallel=ParallelInfo(
-            m.par.tp,
-            m.par.pp,
-            m.par.ep,
-            m.par.gpus,
-            m.par.pipeline_bubble,
+            par.tp,
+            par.pp,
+            par.ep,
+            par.gpus,
+            par.pipeline_bubble,
             float(t.first_decode.comm_s) / float(t.first_decode.time_s),
         ),
         training=Training(training_flops_per_token(arch), TRAINING_BYTES_PER_PARAM),

@@ -14,7 +14,7 @@ from ridgeline._num import sum_of_max_lines
 from ridgeline.deployment import Deployment
 from ridgeline.ledger import uniform
 from ridgeline.roofline import StepTime
-from ridgeline.step import decode_step, prefill_step, price, rooflines
+from ridgeline.step import decode_step, prefill_step, rooflines
 
 
 @dataclass(frozen=True)
@@ -54,12 +54,12 @@ def decode_time_s(m: Deployment, prompt: int, output: int, batch: int = 1) -> fl
 
 def _segment_s(m: Deployment, c0: int, n: int, batch: int, here: StepTime | None = None) -> float:
     """n decode steps from context c0, whose terms are affine in the context."""
-    p0, p1 = uniform(m.arch, 1, c0, batch), uniform(m.arch, 1, c0 + 1, batch)
-    here = here or price(m, p0)
+    here = here or decode_step(m, c0, batch)
     if m.method == "lesson":  # one roofline a pass: the step price is all it takes
-        there = price(m, p1)
+        there = decode_step(m, c0 + 1, batch)
         lines = [(here.compute_s, there.compute_s, here.memory_s, there.memory_s)]
     else:
+        p0, p1 = uniform(m.arch, 1, c0, batch), uniform(m.arch, 1, c0 + 1, batch)
         lines = [(a, c, b, d) for (a, b), (c, d) in zip(rooflines(m, p0), rooflines(m, p1), strict=True)]
     total = n * (float(here.comm_s) + here.overhead_s)
     for c_a, c_b, m_a, m_b in lines:
@@ -71,7 +71,7 @@ def decode_segments(m: Deployment, prompt: int, output: int) -> list[tuple[int, 
     """(first context, steps) of the runs of decode steps whose terms are affine in the
     context: a window w bends a layer's terms at contexts w - 1 and w."""
     end = prompt + output
-    edges = sorted({e for _, w in m.arch.window_groups() if w for e in (w - 1, w) if prompt < e < end})
+    edges = [e for e in m.arch.window_edges if prompt < e < end]
     starts = [prompt, *edges]
     return [(c, nxt - c) for c, nxt in zip(starts, [*edges, end], strict=True)]
 

@@ -9,18 +9,18 @@ ledger by the deployment's method).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ridgeline._num import Num, maximum, where
-from ridgeline.efficiency import Rates, flat_rates
+from ridgeline.efficiency import Rates
 from ridgeline.ledger import Work
 from ridgeline.parallel import comm_time_s, gpu_share
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
 
 
-@dataclass(frozen=True)
+@dataclass  # made per pass, may hold arrays: plain (see _num.Num)
 class StepTime:
     """One pass priced on a deployment. FLOPs and bytes are the whole model's; the rest is
     one GPU's (a GPU of one pipeline stage): its bytes, and its time split into compute,
@@ -64,10 +64,11 @@ def time_work(work: Work, m: Deployment, rates: Rates | None = None) -> StepTime
     r = rates or pass_rates(m, work.tokens)
     par = m.par
     gpus = par.tp * par.pp
+    flops = work.flops
     share = gpu_share(
         m.arch,
         par,
-        flops=work.flops,
+        flops=flops,
         weight_bytes=work.weight_bytes,
         expert_weight_bytes=work.expert_weight_bytes,
         kv_bytes=work.kv_read_bytes + work.kv_write_bytes,
@@ -80,7 +81,7 @@ def time_work(work: Work, m: Deployment, rates: Rates | None = None) -> StepTime
         expert_s = work.expert_flops / gpus / expert_rate
         compute_s = par.pp * (dense_s + expert_s + work.attention_flops / gpus / r.attention_flops_per_s)
     return StepTime(
-        flops=work.flops,
+        flops=flops,
         bytes=work.bytes,
         compute_s=compute_s,
         weight_s=par.pp * share.weight_bytes / r.weight_bytes_per_s,
@@ -104,4 +105,4 @@ def pass_rates(m: Deployment, tokens: Num, sequences: Num = 1) -> Rates:
     calibration."""
     if m.engine is not None:
         return m.engine.rates(m, tokens, sequences)
-    return flat_rates(m.eff, m.peak_flops, m.hw.bandwidth_bytes_per_s, m.hw.interconnect_bytes_per_s)
+    return m.flat_rates

@@ -65,9 +65,23 @@ def compute_bound_from(rows: list[SweepRow]) -> int | None:
     return next((r.batch for r in rows if r.decode_bound == "compute"), None)
 
 
+GRID_BLOCK = 4096  # points priced at once: a pass's temporaries (about 25 arrays of 32 KiB) fit in L2
+
+
 def decode_grid(m: Deployment, batches: Any, contexts: Any) -> Any:
-    """Decode step times (s) over numpy arrays of batch and context, broadcast together."""
+    """Decode step times (s) over numpy arrays of batch and context, broadcast together.
+
+    The step price runs on blocks of GRID_BLOCK points: every term of the ledger and the
+    roofline is a temporary array, and a block's temporaries stay in a core's cache where
+    a hundred thousand points' would each be fresh memory (the same numbers, several times
+    faster)."""
     import numpy as np
 
-    b, c = np.broadcast_arrays(np.asarray(batches, dtype=float), np.asarray(contexts, dtype=float))
-    return decode_step(m, c, b).time_s
+    b, c = np.broadcast_arrays(np.asarray(batches), np.asarray(contexts))
+    times = np.empty(b.shape)
+    flat = times.reshape(-1)  # a view: filling it fills `times`
+    b, c = b.ravel(), c.ravel()  # a copy only where an input was broadcast
+    for i in range(0, flat.size, GRID_BLOCK):
+        block = slice(i, i + GRID_BLOCK)
+        flat[block] = decode_step(m, c[block].astype(float), b[block].astype(float)).time_s
+    return times

@@ -1,0 +1,127 @@
+"""One request's timeline in closed form, and what the core keeps between estimates.
+
+The decode steps of a request are summed in closed form: between the sliding windows'
+edges every roofline term is affine in the context, so the sum of max(compute, memory)
+is two arithmetic series split where a step turns from memory-bound to compute-bound.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ridgeline import estimate
+from ridgeline.deployment import Deployment
+from ridgeline.request import decode_segments, decode_time_s, request_timeline
+from ridgeline.step import decode_step
+from ridgeline.sweep import GRID_BLOCK, decode_grid
+
+DEPLOYMENTS = [
+    ("llama-3.1-8b", "h100-sxm", {}),
+    ("llama-3.1-70b", "h100-sxm", {"tp": 4}),
+    ("llama-3.1-70b", "a100-80gb-sxm", {"tp": 2, "pp": 2}),
+    ("mixtral-8x7b", "h100-sxm", {"tp": 4, "ep": 2}),
+    ("gemma-2-9b", "h100-sxm", {"tp": 2}),  # 4,096-token windows on every other layer
+    ("gemma-3-270m", "rtx-4090", {}),  # 512-token windows on five layers of six
+    ("deepseek-v3", "h200", {"tp": 8, "ep": 8}),  # latent attention, shared experts
+    ("gpt-oss-20b", "h100-sxm", {"engine": "vllm"}),  # an engine's rates, 128-token windows
+    ("qwen3-30b-a3b", "h100-sxm", {"tp": 2, "method": "per-op"}),
+    ("mistral-7b", "l40s", {"pp": 2, "method": "per-op"}),
+]
+REQUESTS = [(2000, 500, 1), (100, 5000, 64), (500, 30, 256), (4000, 300, 8), (3, 1, 1)]
+
+
+@pytest.mark.parametrize(("model", "gpu", "options"), DEPLOYMENTS, ids=lambda v: str(v))
+def test_the_closed_form_is_the_sum_of_each_steps_own_price(model: str, gpu: str, options: dict) -> None:
+    """The sum is compared with an exactly rounded sum (math.fsum) of every step priced on
+    its own. The closed form reads each line's slope off two steps one token apart, each
+    rounded to within an epsilon of its time, so the slope errs by up to 2 epsilon of a
+    step, and over n steps that error adds up to n^2/2 slopes: n epsilon of the total."""
+    d = Deployment.build(model, gpu, **options)
+    for prompt, output, batch in REQUESTS:
+        if prompt + output > d.arch.max_context:
+            continue
+        steps = math.fsum(float(decode_step(d, prompt + i, batch).time_s) for i in range(output))
+        closed = decode_time_s(d, prompt, output, batch)
+        assert closed == pytest.approx(steps, rel=output * sys.float_info.epsilon, abs=0.0)
+
+
+def test_the_sum_splits_where_a_step_changes_bound() -> None:
+    """At batch 512 a decode step of Llama 3.1 8B on an H100 starts compute-bound (512
+    tokens of 2P FLOPs against one read of the weights) and turns memory-bound as the KV
+    cache grows, near 320 tokens of context: the steps on each side are both in the sum."""
+    d = Deployment.build()
+    bounds = [decode_step(d, c, 512).bound for c in (100, 1099)]
+    assert bounds == ["compute", "memory"]
+    steps = math.fsum(float(decode_step(d, 100 + i, 512).time_s) for i in range(1000))
+    assert decode_time_s(d, 100, 1000, 512) == pytest.approx(steps, rel=1000 * sys.float_info.epsilon)
+
+
+def test_a_run_of_steps_breaks_at_each_window_edge() -> None:
+    """A 4,096-token window bends its layers' terms at contexts 4,095 and 4,096."""
+    d = Deployment.build("gemma-2-9b")
+    assert decode_segments(d, 4000, 200) == [(4000, 95), (4095, 1), (4096, 104)]
+    assert decode_segments(d, 100, 200) == [(100, 200)]
+    assert decode_segments(Deployment.build(), 4000, 200) == [(4000, 200)]
+
+
+def test_the_seed_stage_500_decode_steps_take_3_11_s() -> None:
+    """The lesson's stage: Llama 3.1 8B on an H100 at 60% / 80%, 2,000 tokens in and 500
+    out: 55.9 ms to the first token, then 500 steps of 6.1 ms each, 3.11 s in all. Each
+    step reads the weights, the cached context and writes one token's keys and values."""
+    t = request_timeline(Deployment.build(), 2000, 500)
+    assert t.steps == 500
+    assert t.ttft_s == pytest.approx(0.0559, abs=0.00005)
+    assert t.tpot_s == pytest.approx(0.0061, abs=0.00005)
+    assert t.total_s == pytest.approx(3.11, abs=0.005)
+    k, p = 131072, 8_030_261_248  # KV bytes per token, parameters
+    by_hand = math.fsum((2 * p + (2000 + i) * k + k) / (0.8 * 3.35e12) for i in range(500))
+    assert t.decode_s == pytest.approx(by_hand, rel=500 * sys.float_info.epsilon)
+
+
+def test_a_grid_larger_than_a_block_is_priced_as_one_pass() -> None:
+    """decode_grid prices blocks of GRID_BLOCK points: the same numbers as one call over
+    every point, in the shape the inputs broadcast to."""
+    d = Deployment.build("mixtral-8x7b", tp=2)
+    rng = np.random.default_rng(1)
+    n = 2 * GRID_BLOCK + 123
+    batches, contexts = rng.integers(1, 512, size=n), rng.integers(0, 30_000, size=n)
+    grid = decode_grid(d, batches, contexts)
+    whole = decode_step(d, contexts.astype(float), batches.astype(float)).time_s
+    assert grid.shape == (n,) and np.array_equal(grid, whole)
+    square = decode_grid(d, np.array([[1], [8], [64]]), np.array([0, 100, 2000, 16_000]))
+    assert square.shape == (3, 4)
+    assert square[2, 3] == decode_step(d, 16_000.0, 64.0).time_s
+
+
+def test_a_gpu_file_edited_between_estimates_is_read_again(tmp_path: Path) -> None:
+    """User files are parsed once and kept while they stay the same size and age."""
+    path = tmp_path / "gpus.toml"
+    entry = "[lab]\npeak_flops = {{ bf16 = 400e12 }}\nbandwidth_bytes_per_s = {bw}\nmemory_bytes = 64e9\n"
+    path.write_text(entry.format(bw="2.0e12"), encoding="utf-8")
+    assert estimate(gpu="lab", gpu_file=path).gpu.bandwidth_bytes_per_s == 2.0e12
+    path.write_text(entry.format(bw="1.25e12"), encoding="utf-8")
+    os.utime(path, ns=(1, 1))  # a new age, even on a file system with coarse timestamps
+    assert estimate(gpu="lab", gpu_file=path).gpu.bandwidth_bytes_per_s == 1.25e12
+
+
+def test_the_core_imports_no_parser_path_library_or_typing() -> None:
+    """`import ridgeline.predict` loads none of json, tomllib, pathlib, importlib.resources
+    or typing (each is loaded by what reads a file or checks types), nor the engine
+    profiles, calibrations or the memory plan until a deployment or a result asks."""
+    code = (
+        "import sys; before = set(sys.modules)\n"
+        "import ridgeline.predict\n"
+        "print(' '.join(sorted(set(sys.modules) - before)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    loaded = set(out.stdout.split())
+    lazy = {"json", "tomllib", "pathlib", "importlib.resources", "typing"}
+    lazy |= {"ridgeline.engines", "ridgeline.calibration", "ridgeline.memory", "ridgeline.explain"}
+    assert not loaded & lazy
