@@ -16,12 +16,11 @@ or a numpy array, so a sweep is one call (the per-op method takes floats).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ridgeline._num import Num
 from ridgeline.ledger import Pass, uniform, work_of
 from ridgeline.roofline import StepTime, pass_rates, time_work
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
 
