@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,12 @@ from ridgeline.engines import get_engine
 from ridgeline.models import get_model
 from ridgeline.search.answer import pareto_front
 from ridgeline.search.executors import Executor, check_ray_address
+from ridgeline.search.fidelity import Least
 from ridgeline.search.launch import launch
 from ridgeline.search.prune import bounds, demand, prune
 from ridgeline.search.run import Settings, search
 from ridgeline.search.space import Point, make_space, point_seed
-from ridgeline.search.stage import Context, Task, simulate_task
+from ridgeline.search.stage import Context, Screened, Task, simulate_task
 from ridgeline.search.store import read_rows
 from ridgeline.simulate.workload import Lengths, Workload
 
@@ -75,7 +77,10 @@ WORKLOADS = {
 @pytest.mark.parametrize("name", list(WORKLOADS))
 def test_pruning_never_removes_a_point_the_simulation_would_keep(name: str, attainment: float | None) -> None:
     """Simulate every point of a small space, pruned or not: no pruned point meets the SLO,
-    and the prune stage did remove points for latency and for memory (it is not vacuous)."""
+    and the prune stage did remove points for latency and for memory (it is not vacuous).
+    A screen of a point's first requests never says more than its whole run: every p99 of
+    the run is at least the screen's bound on it, no more requests meet the targets than the
+    screen allows, and a point the screen says misses does miss."""
     arch = get_model("llama-3.1-8b")
     space = make_space(
         {"gpu": "l4,a10g,h100-sxm", "tp": "1,2", "weights": "bf16,fp8", "maths": "bf16,fp8",
@@ -101,6 +106,7 @@ def test_pruning_never_removes_a_point_the_simulation_would_keep(name: str, atta
         task = Task(p.key, shapes.index(p.shape), p.max_num_seqs, p.max_num_batched_tokens, p.replicas,
                     point_seed(0, p.key))  # fmt: skip
         row = simulate_task(ctx, task)
+        assert isinstance(row, dict)
         if row["status"] == "met":
             met.add(p.key)
         # each simulated p99 is at least the closed form's bound on it
@@ -108,6 +114,16 @@ def test_pruning_never_removes_a_point_the_simulation_would_keep(name: str, atta
         assert row["ttft_p99_s"] >= b.ttft_s * (1 - 1e-9)
         assert row["e2e_p99_s"] >= b.e2e_s * (1 - 1e-9)
         assert b.tpot_s is not None and row["tpot_p99_s"] >= b.tpot_s * (1 - 1e-9)
+        for first in (25, 60):  # the search screens 1/6 of a run; 60 holds more of the run's tail
+            screened = simulate_task(ctx, replace(task, screen=first))
+            assert isinstance(screened, Screened) and screened.error is None
+            for key, least in (("ttft", screened.ttft_s), ("tpot", screened.tpot_s), ("e2e", screened.e2e_s)):
+                assert least is None or row[f"{key}_p99_s"] >= least * (1 - 1e-9), (p.key, key, first)
+            assert row["slo_attainment"] <= screened.attainment + 1e-12
+            assert (screened.prompt_tokens_mean, screened.output_tokens_mean) == (
+                row["prompt_tokens_mean"], row["output_tokens_mean"])  # fmt: skip
+            least = Least(screened.ttft_s, screened.tpot_s, screened.e2e_s, screened.attainment)
+            assert not (least.missed(ctx) and row["status"] == "met"), p.key
     assert met, "the space should hold points that meet the SLO"
     assert met <= kept, f"pruned but met in simulation: {sorted(met - kept)[:3]}"
     assert len(kept) < len(every)
@@ -255,16 +271,16 @@ def test_the_json_answer_has_its_documented_keys(capsys: pytest.CaptureFixture[s
     assert set(data) == {"model", "workload", "slo", "space", "executor", "stages", "cheapest", "front",
                          "front_of", "launch", "out", "interrupted", "notes", "warnings"}  # fmt: skip
     assert set(data["stages"]) == {"points", "invalid", "memory", "latency", "survivors", "resumed",
-                                   "simulated", "met", "missed", "errors", "prune_s",
-                                   "simulate_s"}  # fmt: skip
+                                   "simulated", "screened", "full", "met", "missed", "dominated", "errors",
+                                   "prune_s", "simulate_s"}  # fmt: skip
     st = data["stages"]
     assert st["points"] == st["invalid"] + st["memory"] + st["latency"] + st["survivors"]
-    assert st["survivors"] == st["met"] + st["missed"] + st["errors"] == st["simulated"]
+    assert st["survivors"] == st["met"] + st["missed"] + st["dominated"] + st["errors"] == st["simulated"]
     assert st["latency"] > 0  # an L4 cannot decode llama-3.1-8b in 30 ms a token
     assert set(data["launch"]) == {"engine", "command", "argv", "replicas", "gpus_per_replica", "assumptions",
                                    "files"}  # fmt: skip
     rows = read_rows(tmp_path / "j")
-    assert all(r["status"] in ("met", "missed", "error") for r in rows)
+    assert all(r["status"] in ("met", "missed", "dominated", "error") for r in rows)
     assert data["cheapest"]["usd_per_million_tokens"] == min(
         r["usd_per_million_tokens"] for r in rows if r["status"] == "met"
     )

@@ -2,10 +2,11 @@
 its survivors simulated on every core or on a Ray cluster, answered with the cheapest point,
 the Pareto front and a launch command.
 
-Laid out by stage: space (the axes and their points), prune (the closed forms), stage (one
-point's run and row), executors (this process, a process pool, Ray), store (the Parquet
-parts), answer (cheapest, front), launch (the engine's command), run (search(), the whole),
-commands, render and plot (the command line's face).
+Laid out by stage: space (the axes and their points), prune (the closed forms), fidelity
+(how far each survivor is run: its bounds, a screen, or its whole run), stage (one point's
+screen or run, and its row), executors (this process, a process pool, Ray), store (the
+Parquet parts), answer (cheapest, front), launch (the engine's command), run (search(), the
+whole), commands, render and plot (the command line's face).
 
 Names load on first use.
 """

@@ -4,7 +4,8 @@ Cheapest: the least $ per million tokens among the points whose run met the SLO 
 the lower p99 TTFT, then TPOT, then the key). The front: the points that met it and that no
 other such point beats or equals on all three of $ per million tokens, p99 TTFT and p99 TPOT
 while beating it on one; cheapest first. When no point met the SLO the front is taken over
-every simulated point, to show how near the space came (`front_of` says which).
+every point run whole, to show how near the space came (`front_of` says which); a point
+decided on a screen or on its bounds has no p99s to place on it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def pareto_front(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     sorting by cost a dominated row is dominated by a row already on the front, so each row
     is held against the front alone."""
     front: list[dict[str, Any]] = []
-    for row in sorted((r for r in rows if r["status"] != "error"), key=_order):
+    ran = (r for r in rows if r["status"] in ("met", "missed") and r["ttft_p99_s"] is not None)
+    for row in sorted(ran, key=_order):
         mine = _objectives(row)
         beaten = False
         for other in front:

@@ -156,8 +156,7 @@ def search(
     if result.interrupted:
         sys.stderr.write(
             f"ridgeline: {'terminated (SIGTERM)' if result.interrupted == 'SIGTERM' else 'interrupted'}; "
-            f"{result.stages.met + result.stages.missed + result.stages.errors:,} points are in "
-            f"{result.out}: --resume continues\n"
+            f"{len(result.rows):,} points are in {result.out}: --resume continues\n"
         )
         raise typer.Exit(143 if result.interrupted == "SIGTERM" else 130)
 

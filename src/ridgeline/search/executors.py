@@ -1,7 +1,8 @@
 """Where the simulate stage runs: in this process, on a pool of local processes, or as Ray
-tasks on a Ray cluster. Each calls `on_row` with every finished point as it arrives, in
-whatever order the points finish; a point's row depends on the point alone (its seed comes
-from its key), so every executor gives the same rows.
+tasks on a Ray cluster. A session starts the workers once (and hands them the context once);
+each `run` of a batch of tasks calls `on_done` with every finished task as it arrives, in
+whatever order they finish; what a task gives depends on the task alone (its seed comes from
+its point's key), so every executor gives the same rows.
 
 Ctrl-C: pool workers ignore SIGINT; the parent stops waiting, hands on every row already
 finished (`on_row`), stops the workers and re-raises, so no finished point is lost. Ray's
@@ -22,7 +23,7 @@ from typing import Any
 from ridgeline.errors import RidgelineError
 from ridgeline.search.stage import Context, Task, pool_worker, ray_task, simulate_task
 
-OnRow = Callable[[dict[str, Any]], None]
+OnDone = Callable[[Any], None]  # a row (dict) or a Screened
 MAX_WORKERS = 1024
 RAY_HINT = "pip install 'ridgeline[ray]'"
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
@@ -49,16 +50,30 @@ class Executor:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "workers": self.workers, "address": self.address}
 
-    def run(self, ctx: Context, tasks: Sequence[Task], on_row: OnRow) -> None:
-        if not tasks:
-            return
+    def session(self, ctx: Context, most: int) -> Session:
+        """Workers for a stage of at most `most` points, started when the session is entered."""
         if self.kind == "ray":
-            run_ray(ctx, tasks, on_row, self.address or "auto", self.workers)
-        elif self.workers <= 1 or len(tasks) == 1:
-            for task in tasks:
-                on_row(simulate_task(ctx, task))
-        else:
-            run_pool(ctx, tasks, on_row, min(self.workers, len(tasks)))
+            return RaySession(ctx, self.address or "auto", self.workers)
+        if self.workers <= 1 or most <= 1:
+            return Session(ctx)
+        return PoolSession(ctx, min(self.workers, most))
+
+
+class Session:
+    """This process alone: each task runs here, in order."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def run(self, tasks: Sequence[Task], on_done: OnDone) -> None:
+        for task in tasks:
+            on_done(simulate_task(self.ctx, task))
 
 
 def make_executor(workers: int | None, ray: str | None) -> Executor:
@@ -101,123 +116,163 @@ def check_ray_address(text: str) -> str:
     return value
 
 
-GROUP_POINTS = 8  # points of one deployment handed to a pool worker at once
+GROUP_POINTS = 8  # tasks of one deployment handed to a pool worker at once
 
 
-def groups(tasks: Sequence[Task]) -> list[list[Task]]:
-    """The tasks in runs of one deployment, at most GROUP_POINTS a run: a worker then fills
-    its step model of a deployment once for the run (simulate.run.step_model)."""
+def groups(tasks: Sequence[Task], size: int = GROUP_POINTS) -> list[list[Task]]:
+    """The tasks in runs of one deployment, at most `size` a run: a worker then fills its
+    step model of a deployment once for the run (simulate.run.step_model)."""
     out: list[list[Task]] = []
     for task in tasks:
         last = out[-1] if out else None
-        if last and last[0].deployment == task.deployment and len(last) < GROUP_POINTS:
+        if last and last[0].deployment == task.deployment and len(last) < size:
             last.append(task)
         else:
             out.append([task])
     return out
 
 
-def run_pool(ctx: Context, tasks: Sequence[Task], on_row: OnRow, workers: int) -> None:
+class PoolSession(Session):
     """`workers` fresh processes (spawned: no lock or thread of this process is copied into
-    them), each given the context once, then runs of one deployment's points from a shared
-    queue; each row comes back the moment its point finishes. A worker that dies (killed,
+    them), each given the context once, then runs of one deployment's tasks from a shared
+    queue; each result comes back the moment its task finishes. A worker that dies (killed,
     out of memory) stops the search with one line instead of leaving it waiting."""
-    import multiprocessing
-    import queue
 
-    mp = multiprocessing.get_context("spawn")
-    inbox: Any = mp.Queue()
-    outbox: Any = mp.Queue()
-    for group in groups(tasks):
-        inbox.put(group)
-    for _ in range(workers):
-        inbox.put(None)
-    procs = [mp.Process(target=pool_worker, args=(ctx, inbox, outbox), daemon=True) for _ in range(workers)]
-    for proc in procs:
-        proc.start()
-    done = 0
+    def __init__(self, ctx: Context, workers: int) -> None:
+        super().__init__(ctx)
+        self.workers = workers
+        self.procs: list[Any] = []
 
-    def take(item: tuple[str, Any]) -> None:
-        nonlocal done
-        kind, value = item
-        if kind == "error":
-            raise RuntimeError(f"a simulate-stage worker failed: {value}")
-        done += 1
-        on_row(value)
+    def __enter__(self) -> PoolSession:
+        import multiprocessing
 
-    try:
+        mp = multiprocessing.get_context("spawn")
+        self.inbox: Any = mp.Queue()
+        self.outbox: Any = mp.Queue()
+        self.procs = [
+            mp.Process(target=pool_worker, args=(self.ctx, self.inbox, self.outbox), daemon=True)
+            for _ in range(self.workers)
+        ]
+        for proc in self.procs:
+            proc.start()
+        return self
+
+    def run(self, tasks: Sequence[Task], on_done: OnDone) -> None:
+        import queue
+
+        # whole runs before screens (the longest first: no worker is left with one at the end),
+        # in runs of one deployment short enough that every worker has some
+        size = max(1, min(GROUP_POINTS, len(tasks) // (2 * self.workers)))
+        for group in groups(sorted(tasks, key=lambda t: (t.screen > 0, t.deployment, t.key)), size):
+            self.inbox.put(group)
+        done = 0
+
+        def take(item: tuple[str, Any]) -> None:
+            nonlocal done
+            kind, value = item
+            if kind == "error":
+                raise RuntimeError(f"a simulate-stage worker failed: {value}")
+            done += 1
+            on_done(value)
+
         try:
             while done < len(tasks):
                 try:
-                    take(outbox.get(timeout=0.5))
+                    take(self.outbox.get(timeout=0.5))
                 except queue.Empty:
-                    dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                    dead = [p.exitcode for p in self.procs if p.exitcode not in (None, 0)]
                     if dead:
                         raise RuntimeError(
                             f"a simulate-stage worker died (exit code {dead[0]}); the points it ran are "
                             "not in the results: --resume runs them again"
                         ) from None
         except KeyboardInterrupt:
-            while True:  # every row already back is a finished point: keep it
+            while True:  # every result already back is a finished task: keep it
                 try:
-                    take(outbox.get_nowait())
+                    take(self.outbox.get_nowait())
                 except queue.Empty:
                     break
             raise
-    finally:
-        for proc in procs:
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            for _ in self.procs:  # a clean end: each worker finishes its loop
+                self.inbox.put(None)
+            for proc in self.procs:
+                proc.join(timeout=5)
+        for proc in self.procs:
             if proc.is_alive():
                 proc.terminate()
-        for proc in procs:
+        for proc in self.procs:
             proc.join(timeout=5)
             if proc.is_alive():
                 proc.kill()
                 proc.join()
-        for q in (inbox, outbox):
+        for q in (self.inbox, self.outbox):
             q.cancel_join_thread()
             q.close()
 
 
-def run_ray(ctx: Context, tasks: Sequence[Task], on_row: OnRow, address: str, workers: int) -> None:
+class RaySession(Session):
     """Ray tasks, a few per CPU in flight at once; connects to the cluster unless this process
     already has (then it leaves the connection as it found it)."""
-    import ray
 
-    started = not ray.is_initialized()
-    if started:
-        connect(ray, address, workers)
-    try:
-        token = uuid.uuid4().hex
-        boxed = [ray.put(ctx)]
-        remote = ray.remote(num_cpus=1)(ray_task)
-        window = max(4, 4 * int(ray.cluster_resources().get("CPU", 1)))
+    def __init__(self, ctx: Context, address: str, workers: int) -> None:
+        super().__init__(ctx)
+        self.address = address
+        self.workers = workers
+        self.started = False
+
+    def __enter__(self) -> RaySession:
+        import ray
+
+        self.started = not ray.is_initialized()
+        if self.started:
+            connect(ray, self.address, self.workers)
+        try:
+            self.token = uuid.uuid4().hex
+            self.boxed = [ray.put(self.ctx)]
+            self.remote = ray.remote(num_cpus=1)(ray_task)
+            self.window = max(4, 4 * int(ray.cluster_resources().get("CPU", 1)))
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def run(self, tasks: Sequence[Task], on_done: OnDone) -> None:
+        import ray
+
         pending: list[Any] = []
         sent = 0
 
         def top_up() -> None:
             nonlocal sent
-            while sent < len(tasks) and len(pending) < window:
-                pending.append(remote.remote(boxed, token, tasks[sent]))
+            while sent < len(tasks) and len(pending) < self.window:
+                pending.append(self.remote.remote(self.boxed, self.token, tasks[sent]))
                 sent += 1
 
         top_up()
         try:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
-                for row in ray.get(done):
-                    on_row(row)
+                for result in ray.get(done):
+                    on_done(result)
                 top_up()
         except KeyboardInterrupt:
             if pending:
                 done, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
-                for row in ray.get(done):
-                    on_row(row)
+                for result in ray.get(done):
+                    on_done(result)
             for ref in pending:
                 ray.cancel(ref, force=True)
             raise
-    finally:
-        if started:
+
+    def __exit__(self, *exc: object) -> None:
+        if self.started:
+            import ray
+
             ray.shutdown()
+            self.started = False
 
 
 def reachable(address: str, timeout_s: float = 5.0) -> None:

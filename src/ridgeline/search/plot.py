@@ -1,5 +1,6 @@
 """`search --plot FILE.png`: $ per million tokens against p99 TTFT and p99 TPOT, every
-simulated point, those that met the SLO, the Pareto front and the cheapest.
+point run whole, those that met the SLO, the Pareto front and the cheapest (a point decided
+on a screen or on its bounds has no p99s to draw).
 
 matplotlib is optional (`pip install 'ridgeline[plot]'`) and imported only here.
 """
@@ -31,7 +32,7 @@ def plot_front(r: SearchResult, path: str) -> None:
     from matplotlib import ticker
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), sharex=True)
-    simulated = [row for row in r.rows if row["status"] != "error"]
+    simulated = [row for row in r.rows if row["fidelity"] == "full" and row["status"] != "error"]
     met = [row for row in simulated if row["status"] == "met"]
     limits = {"ttft_p99_s": r.slo.get("ttft_s"), "tpot_p99_s": r.slo.get("tpot_s")}
     for ax, key, name in zip(
@@ -40,7 +41,7 @@ def plot_front(r: SearchResult, path: str) -> None:
         pts = [row for row in simulated if row[key] is not None]
         ax.scatter(
             [row["usd_per_million_tokens"] for row in pts], [row[key] for row in pts],
-            s=10, color="0.75", label="simulated",
+            s=10, color="0.75", label="run whole",
         )  # fmt: skip
         good = [row for row in met if row[key] is not None]
         ax.scatter(
@@ -64,7 +65,8 @@ def plot_front(r: SearchResult, path: str) -> None:
         ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"{r.model}: {r.workload['rate_per_s']:.3g} requests/s, {len(simulated):,} points simulated")
+    rate = f"{r.workload['rate_per_s']:.3g} requests/s"
+    fig.suptitle(f"{r.model}: {rate}, {len(simulated):,} of {len(r.rows):,} points run whole")
     fig.tight_layout()
     try:
         fig.savefig(Path(path).expanduser(), dpi=120)

@@ -13,7 +13,7 @@ A point is removed only when its simulation could not keep it, whatever the seed
   its prefill alone (the tokens the prefix cache does not hold, at context 0), plus the
   engine's first-token offset: chunking, other requests' tokens in the step, a longer
   context or a preemption only add to each step. Its TPOT is at least the mean of its decode
-  steps alone (`request_timeline`), and its E2E at least TTFT + M x TPOT. With the exact
+  steps alone (`request.decode_time_s`), and its E2E at least TTFT + M x TPOT. With the exact
   requests (a trace) the bound on a p99 is the p99 of the requests' bounds (each request's
   value dominates its bound, so every order statistic does); with drawn lengths it is the
   bound of the least request a draw can give. Under --goodput the bound on attainment is
@@ -23,13 +23,22 @@ The replicas axis, when auto, starts at the fewest replicas whose fluid capacity
 rate: a step of T tokens takes at least the core's time for T tokens with no context, and a
 replica holds at most min(max_num_seqs, KV tokens / (least prompt + 1)) decoders, so a replica
 serves at most min(budget / t(budget) / (prompt + output), B / t_decode(B) / output) requests
-a second. That sets which counts the space holds; it removes no point of an explicit list.
+a second. That sets which counts the space holds; it removes no point of an explicit list
+(a run past that capacity may still meet a target before its queue grows long enough to
+miss it: the simulate stage's screen says, prune cannot).
+
+Factored, not point by point: the core is asked once per deployment (model, accelerator,
+dtypes, TP/PP/EP, engine: it builds the Deployment and prices its passes, a knob axis in one
+call) and its memory plan once per deployment and knob pair, whatever the engine
+(`configurations`); the replica counts and the prices, which change no step price, are then
+spread over every point as numpy arrays (`broadcast`), with no core call.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from ridgeline import metrics
@@ -40,7 +49,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.hardware import Accelerator, get_accelerator
 from ridgeline.ledger import Pass
 from ridgeline.precision import BITS, weight_bits
-from ridgeline.request import request_timeline
+from ridgeline.request import decode_time_s
 from ridgeline.search.space import AUTO_RUNGS, MAX_REPLICAS, Point, Shape, Space
 from ridgeline.simulate.engine import EngineConfig
 from ridgeline.simulate.kvcache import KvCache, blocks_for, kv_cache
@@ -145,7 +154,7 @@ def bounds(d: Deployment, dem: Demand, slo: metrics.Slo) -> Bounds:
     decoding = dem.output >= 1
     if len(dem.prompt) == 1:  # one length: the exact mean of its decode steps
         p, m = int(dem.prompt[0]), int(dem.output[0])
-        tpot = np.array([request_timeline(d, p, m).tpot_s if m >= 1 else 0.0])
+        tpot = np.array([decode_time_s(d, p, m) / m if m >= 1 else 0.0])
     else:  # each request's first decode step, the least of its steps
         tpot = np.asarray(decode_step(d, dem.prompt).time_s, dtype=float) * np.ones(len(dem.prompt))
     e2e = ttft + dem.output * np.where(decoding, tpot, 0.0)
@@ -168,33 +177,59 @@ def bounds(d: Deployment, dem: Demand, slo: metrics.Slo) -> Bounds:
     )
 
 
-def fewest_replicas(d: Deployment, kv: KvCache, cfg: EngineConfig, dem: Demand, rate_per_s: float) -> int:
-    """The fewest replicas whose fluid capacity (see the module's note) carries the rate."""
+# --- the configurations: the core once per deployment, then once per knob pair ------------
+
+
+@dataclass(frozen=True)
+class Config:
+    """A configuration that survives: one deployment and one pair of scheduler knobs. Its
+    points are its replica counts."""
+
+    shape: Shape
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    gpus: int  # per replica
+    price_per_gpu_hour: float
+    capacity_per_s: float  # requests a replica serves at most (the fluid bound); nan if unused
+
+    @property
+    def key(self) -> str:
+        """The key of its points, less `|x<replicas>`."""
+        return Point(self.shape, self.max_num_seqs, self.max_num_batched_tokens, 0).key.removesuffix("|x0")
+
+
+def capacity(d: Deployment, dem: Demand, seqs: Any, budget: Any, kv_tokens: Any) -> Any:
+    """Requests a second one replica serves at most, for arrays of knobs (see the module's
+    note): a step of T tokens takes at least the core's price of T tokens with no context,
+    and a replica decodes at most min(max_num_seqs, KV tokens / (least prompt + 1)) at once."""
+    import numpy as np
+
     zeros = tuple(0.0 for _ in d.arch.window_groups())
-    budget = cfg.max_num_batched_tokens
-    step_s = float(price(d, Pass(budget, zeros, zeros, 1)).time_s)
+    budget = np.asarray(budget, dtype=float)
+    step_s = np.asarray(price(d, Pass(budget, zeros, zeros, 1)).time_s, dtype=float)
     p_least = int(dem.prompt.min())
-    decoders = cfg.max_num_seqs if dem.pinned_blocks else min(cfg.max_num_seqs, kv.tokens // (p_least + 1))
-    decoders = max(1, decoders)
-    decode_s = float(decode_step(d, p_least, decoders).time_s)
+    decoders = (
+        np.asarray(seqs) if dem.pinned_blocks else np.minimum(seqs, np.asarray(kv_tokens) // (p_least + 1))
+    )
+    decoders = np.maximum(decoders, 1)
+    decode_s = np.asarray(decode_step(d, p_least, decoders.astype(float)).time_s, dtype=float)
     tokens = max(dem.new_mean + dem.output_mean, 1.0)
-    per_replica = min(budget / step_s / tokens, decoders / decode_s / max(dem.output_mean, 1e-9))
-    return min(MAX_REPLICAS, max(1, math.ceil(rate_per_s / per_replica - 1e-9)))
-
-
-def rungs(fewest: int) -> tuple[int, ...]:
-    return tuple(sorted({min(MAX_REPLICAS, math.ceil(fewest * f - 1e-9)) for f in AUTO_RUNGS}))
+    return np.minimum(budget / step_s / tokens, decoders / decode_s / max(dem.output_mean, 1e-9))
 
 
 @dataclass
 class Pruned:
-    """What the prune stage removed, and the points left to simulate (cheapest first)."""
+    """What the prune stage removed, and the points left to simulate, cheapest first: arrays
+    over the surviving points (`config` indexes `configs`), Points made on first use."""
 
     points: int = 0
     invalid: int = 0
     memory: int = 0
     latency: int = 0
-    survivors: list[Point] = field(default_factory=list)
+    configs: list[Config] = field(default_factory=list)
+    config: Any = ()  # per surviving point, cheapest first: its configuration
+    replicas: Any = ()
+    usd_per_hour: Any = ()
     deployments: dict[Shape, Deployment] = field(default_factory=dict)  # the survivors'
     bounds: dict[Shape, Bounds] = field(default_factory=dict)  # the survivors'
     notes: dict[str, str] = field(default_factory=dict)  # the first reason of each kind
@@ -204,6 +239,14 @@ class Pruned:
     def note(self, kind: str, shape: Shape, why: str) -> None:
         if kind not in self.notes:
             self.notes[kind] = f"{label(shape)}: {why}"
+
+    @cached_property
+    def survivors(self) -> list[Point]:
+        cs = self.configs
+        return [
+            Point(cs[c].shape, cs[c].max_num_seqs, cs[c].max_num_batched_tokens, int(r))
+            for c, r in zip(self.config.tolist(), self.replicas.tolist(), strict=True)
+        ]
 
 
 def label(s: Shape) -> str:
@@ -229,26 +272,26 @@ def build(
     )  # fmt: skip
 
 
-def prune(
+def configurations(
     space: Space,
     arch: Architecture,
     dem: Demand,
     slo: metrics.Slo,
     attainment: float | None,
-    rate_per_s: float,
     block_tokens: int = 16,
     gpu_memory_utilization: float = 0.9,
     price_per_gpu_hour: float | None = None,
     gpu_file: str | None = None,
 ) -> Pruned:
-    """Every point of the space either removed (and counted, with the first reason of each
-    kind) or kept for the simulate stage."""
+    """The first part of the prune: each deployment built and bounded by the core, once;
+    each of its knob pairs checked against the memory plan (once per pair and deployment,
+    whatever the engine); the replica counts are not looked at yet (`broadcast`)."""
     gpus = {name: get_accelerator(name, gpu_file) for name in space.gpu}
     profiles = {name: get_engine(name) for name in space.engine}
     out = Pruned()
     weight = len(space.replicas) or 1  # a configuration removed under auto counts once
     rooms: dict[tuple[Any, ...], KvCache | str] = {}
-    kept: list[tuple[float, Point]] = []
+    auto = space.auto_replicas
     for shape in space.shapes():
         sched = profiles[shape.engine].scheduler
         knobs = list(
@@ -268,46 +311,123 @@ def prune(
         if b.tpot_s is not None:
             out.least_tpot_s = b.tpot_s if out.least_tpot_s is None else min(out.least_tpot_s, b.tpot_s)
         missed = b.missed(slo, attainment)
-        price_per_gpu = d.hw.price_per_hour_usd if price_per_gpu_hour is None else price_per_gpu_hour
+        kept: list[tuple[int, int, int]] = []
         for seqs, budget in knobs:
-            try:
-                cfg = EngineConfig(seqs, budget, block_tokens, gpu_memory_utilization, True, sched.policy)
+            try:  # the engine's own checks (a token budget below the sequence limit)
+                EngineConfig(seqs, budget, block_tokens, gpu_memory_utilization, True, sched.policy)
             except RidgelineError as exc:
                 out.invalid += weight
                 out.note("invalid", shape, str(exc))
                 continue
-            memo = (replace(shape, engine=""), seqs, budget)  # the cache does not depend on the engine
-            room = rooms.get(memo)
-            if room is None:
-                try:
-                    room = kv_cache(d, block_tokens, gpu_memory_utilization, seqs, budget)
-                except RidgelineError as exc:
-                    room = str(exc)
-                rooms[memo] = room
-            if isinstance(room, KvCache):
-                free = room.blocks - dem.pinned_blocks
-                if free <= 0:
-                    room = f"the shared prefix fills the KV cache ({room.tokens:,} tokens)"
-                elif blocks_for(dem.sure_tokens, block_tokens) > free:
-                    room = (
-                        f"a request of {dem.sure_tokens:,} tokens needs more KV cache than a replica "
-                        f"holds ({free * block_tokens:,} tokens)"
-                    )
+            room = _room(rooms, d, shape, seqs, budget, dem, block_tokens, gpu_memory_utilization)
             if isinstance(room, str):
                 out.memory += weight
                 out.note("memory", shape, room)
-                continue
-            if missed is not None:
+            elif missed is not None:
                 out.latency += weight
                 out.note("latency", shape, missed)
-                continue
-            counts = space.replicas or rungs(fewest_replicas(d, room, cfg, dem, rate_per_s))
-            out.deployments[shape] = d
-            out.bounds[shape] = b
-            for r in counts:
-                point = Point(shape, seqs, budget, r)
-                kept.append((r * d.gpus * price_per_gpu, point))
-    kept.sort(key=lambda item: (item[0], item[1].key))
-    out.survivors = [p for _, p in kept]
-    out.points = out.invalid + out.memory + out.latency + len(out.survivors)
+            else:
+                kept.append((seqs, budget, room.tokens))
+        if not kept:
+            continue
+        out.deployments[shape] = d
+        out.bounds[shape] = b
+        price_per_gpu = d.hw.price_per_hour_usd if price_per_gpu_hour is None else price_per_gpu_hour
+        seqs_, budgets, kv_tokens = zip(*kept, strict=True)
+        caps = capacity(d, dem, seqs_, budgets, kv_tokens).tolist() if auto else [math.nan] * len(kept)
+        out.configs += [
+            Config(shape, s, t, d.gpus, price_per_gpu, c)
+            for s, t, c in zip(seqs_, budgets, caps, strict=True)
+        ]
     return out
+
+
+def _room(
+    rooms: dict[tuple[Any, ...], KvCache | str],
+    d: Deployment,
+    shape: Shape,
+    seqs: int,
+    budget: int,
+    dem: Demand,
+    block_tokens: int,
+    gpu_memory_utilization: float,
+) -> KvCache | str:
+    """The replica's KV cache under these knobs, or why the runs cannot fit in it. The memory
+    plan does not depend on the engine, so engines share it."""
+    memo = (replace(shape, engine=""), seqs, budget)
+    room = rooms.get(memo)
+    if room is None:
+        try:
+            room = kv_cache(d, block_tokens, gpu_memory_utilization, seqs, budget)
+        except RidgelineError as exc:
+            room = str(exc)
+        if isinstance(room, KvCache):
+            free = room.blocks - dem.pinned_blocks
+            if free <= 0:
+                room = f"the shared prefix fills the KV cache ({room.tokens:,} tokens)"
+            elif blocks_for(dem.sure_tokens, block_tokens) > free:
+                room = (
+                    f"a request of {dem.sure_tokens:,} tokens needs more KV cache than a replica "
+                    f"holds ({free * block_tokens:,} tokens)"
+                )
+        rooms[memo] = room
+    return room
+
+
+# --- the replica counts and the prices: arrays over every point ----------------------------
+
+
+def broadcast(out: Pruned, replicas: tuple[int, ...], rate_per_s: float) -> Pruned:
+    """The second part: every configuration's replica counts (the list given, or the auto
+    rungs from its fewest) and each point's $ per hour, as arrays, sorted cheapest first
+    (ties by key). No core call: everything here is arithmetic on the configurations' figures."""
+    import numpy as np
+
+    cs = out.configs
+    gpus = np.fromiter((c.gpus for c in cs), dtype=np.int64, count=len(cs))
+    price_per_gpu = np.fromiter((c.price_per_gpu_hour for c in cs), dtype=float, count=len(cs))
+    if replicas:
+        counts = np.broadcast_to(np.asarray(replicas, dtype=np.int64), (len(cs), len(replicas)))
+        keep = np.ones(counts.shape, dtype=bool)
+    else:
+        cap = np.fromiter((c.capacity_per_s for c in cs), dtype=float, count=len(cs))
+        fewest = np.clip(np.ceil(rate_per_s / cap - 1e-9), 1, MAX_REPLICAS)
+        counts = np.minimum(np.ceil(fewest[:, None] * np.asarray(AUTO_RUNGS) - 1e-9), MAX_REPLICAS).astype(
+            np.int64
+        )
+        keep = np.ones(counts.shape, dtype=bool)  # a rung equal to the one below is the same point
+        keep[:, 1:] = counts[:, 1:] != counts[:, :-1]
+    config = np.broadcast_to(np.arange(len(cs))[:, None], counts.shape)[keep]
+    count = counts[keep]
+    usd_per_hour = count * gpus[config] * price_per_gpu[config]
+    # ties in cost go by key: the configuration's key, then `x<replicas>` as text
+    by_key = np.empty(len(cs), dtype=np.int64)
+    by_key[sorted(range(len(cs)), key=lambda i: cs[i].key + "|")] = np.arange(len(cs))
+    values = np.unique(count)
+    as_text = np.empty(len(values), dtype=np.int64)
+    as_text[sorted(range(len(values)), key=lambda i: f"x{values[i]}")] = np.arange(len(values))
+    order = np.lexsort((as_text[np.searchsorted(values, count)], by_key[config], usd_per_hour))
+    out.config, out.replicas, out.usd_per_hour = config[order], count[order], usd_per_hour[order]
+    out.points = out.invalid + out.memory + out.latency + len(order)
+    out.__dict__.pop("survivors", None)  # made again from the arrays on first use
+    return out
+
+
+def prune(
+    space: Space,
+    arch: Architecture,
+    dem: Demand,
+    slo: metrics.Slo,
+    attainment: float | None,
+    rate_per_s: float,
+    block_tokens: int = 16,
+    gpu_memory_utilization: float = 0.9,
+    price_per_gpu_hour: float | None = None,
+    gpu_file: str | None = None,
+) -> Pruned:
+    """Every point of the space either removed (and counted, with the first reason of each
+    kind) or kept for the simulate stage, cheapest first."""
+    out = configurations(
+        space, arch, dem, slo, attainment, block_tokens, gpu_memory_utilization, price_per_gpu_hour, gpu_file
+    )
+    return broadcast(out, space.replicas, rate_per_s)

@@ -62,11 +62,13 @@ def search(r: SearchResult, plot: str | None = None) -> None:
     t.add_row(
         "simulate",
         f"{st.met:,}",
-        f"{st.missed + st.errors:,}",
-        f"{st.missed:,} missed the SLO · {st.errors:,} refused"
+        f"{st.missed + st.dominated + st.errors:,}",
+        f"{st.missed:,} missed the SLO · {st.dominated:,} beaten by a cheaper point · {st.errors:,} refused"
         + (f" · {st.resumed:,} resumed" if st.resumed else ""),
         f"{seconds(st.simulate_s)} on {where}",
     )
+    if st.screened or st.full:
+        t.add_row("", "", "", f"{st.full:,} run whole · {st.screened:,} screened", "")
     console.print(t)
     for kind, note in r.notes.items():
         console.print(f"[dim]e.g. {kind}: {escape(note)}[/]")
@@ -93,7 +95,8 @@ def search(r: SearchResult, plot: str | None = None) -> None:
     for note in r.warnings:
         console.print(f"[yellow]warning:[/] {escape(note)}")
     extra = f" · plot: {escape(plot)}" if plot else ""
-    console.print(f"results: {escape(r.out)} ({st.met + st.missed + st.errors:,} points){extra}")
+    decided = st.met + st.missed + st.dominated + st.errors
+    console.print(f"results: {escape(r.out)} ({decided:,} points){extra}")
 
 
 def front(rows: list[dict[str, Any]], title: str) -> None:

@@ -2,8 +2,9 @@
 
 1. prune (prune.py): the core's closed forms remove every point whose simulation could not
    keep it: it does not build, does not fit in memory, or misses a target even alone;
-2. simulate (stage.py): every survivor is simulated once on its own seed, on the chosen
-   executor (executors.py), its row written to the results folder (store.py) as it finishes;
+2. simulate (fidelity.py, stage.py): every survivor is decided on its own seed, with a
+   screen of its first requests or its whole run as the answer needs, on the chosen executor
+   (executors.py), its row written to the results folder (store.py) as it is decided;
 3. answer (answer.py, launch.py): the cheapest point that met the SLO, the Pareto front of
    $ per million tokens against p99 TTFT and TPOT, and the cheapest point's launch command.
 """
@@ -15,6 +16,7 @@ import math
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -25,6 +27,7 @@ from ridgeline.checks import check_fraction, check_number, check_price, check_si
 from ridgeline.errors import RidgelineError
 from ridgeline.search import answer as answers
 from ridgeline.search.executors import Executor
+from ridgeline.search.fidelity import SCREENS, WINDOW, Work, simulate_stage
 from ridgeline.search.launch import launch
 from ridgeline.search.prune import demand, prune
 from ridgeline.search.space import Space, point_seed
@@ -56,6 +59,7 @@ class Settings:
     gpu_memory_utilization: float = 0.9
     price_per_gpu_hour: float | None = None
     gpu_file: str | None = None
+    exhaustive: bool = False  # every survivor run whole, no screen (the answer is the same)
 
 
 @dataclass
@@ -68,9 +72,12 @@ class Stages:
     latency: int = 0  # miss a target even alone
     survivors: int = 0  # left for the simulate stage
     resumed: int = 0  # of them, already in the results folder
-    simulated: int = 0  # simulated by this run
+    simulated: int = 0  # decided by this run
+    screened: int = 0  # screens run (the first requests of a point's run)
+    full: int = 0  # whole runs
     met: int = 0
     missed: int = 0
+    dominated: int = 0  # beaten by a point that met: in no answer, whatever their run
     errors: int = 0  # runs the simulator refused
     prune_s: float = 0.0
     simulate_s: float = 0.0
@@ -149,6 +156,7 @@ def fingerprint(s: Settings, rate: float) -> dict[str, Any]:
         "block_tokens": s.block_tokens,
         "gpu_memory_utilization": s.gpu_memory_utilization,
         "price_per_gpu_hour": s.price_per_gpu_hour,
+        "screens": None if s.exhaustive else {"one_in": list(SCREENS), "window": WINDOW},
     }
 
 
@@ -215,11 +223,11 @@ def search(
         n = auto_requests(rate, [b.e2e_s for b in pruned.bounds.values()])
         s = replace(s, workload=replace(s.workload, requests=n, duration_s=None))
     per_point = len(dem.prompt) if dem.exact else int(s.workload.requests or 0)
-    work = len(pruned.survivors) * per_point
-    if work > MAX_SEARCH_REQUESTS:
+    requests = len(pruned.survivors) * per_point
+    if requests > MAX_SEARCH_REQUESTS:
         raise RidgelineError(
             f"the simulate stage would run {len(pruned.survivors):,} points x {per_point:,} requests = "
-            f"{work:,} requests, more than {MAX_SEARCH_REQUESTS:,}: narrow the space or lower --requests"
+            f"{requests:,} requests, more than {MAX_SEARCH_REQUESTS:,}: narrow the space or lower --requests"
         )
     store = Store(out, fingerprint(s, rate), resume, overwrite)
     shapes = list(pruned.deployments)
@@ -243,14 +251,11 @@ def search(
         Task(p.key, index[p.shape], p.max_num_seqs, p.max_num_batched_tokens, p.replicas,
              point_seed(s.workload.seed, p.key))
         for p in pruned.survivors
-        if p.key not in rows
     ]  # fmt: skip
-    # a deployment's points one after another: a worker's step model of it then serves them all
-    tasks.sort(key=lambda t: (t.deployment, t.key))
+    closed = [pruned.bounds[p.shape] for p in pruned.survivors]
     total = len(pruned.survivors)
 
     def on_row(row: dict[str, Any]) -> None:
-        rows[row["key"]] = row
         store.add(row)
         stages.simulated += 1
         if progress:
@@ -260,23 +265,22 @@ def search(
         progress(len(rows), total)
     interrupted: str | None = None
     stop = _Stop()
+    work = Work()
     simulating = time.perf_counter()
     try:
-        with stop:
-            executor.run(ctx, tasks, on_row)
+        with stop, executor.session(ctx, total - len(rows)) as session:
+            simulate_stage(ctx, tasks, closed, session, rows, on_row, per_point, work, s.exhaustive)
     except KeyboardInterrupt:
         interrupted = stop.signame or "SIGINT"
     finally:
         store.flush()
+    stages.screened, stages.full = work.screened, work.full
     stages.simulate_s = time.perf_counter() - simulating
     done = [rows[p.key] for p in pruned.survivors if p.key in rows]
-    for row in done:
-        if row["status"] == "met":
-            stages.met += 1
-        elif row["status"] == "missed":
-            stages.missed += 1
-        else:
-            stages.errors += 1
+    status = Counter(row["status"] for row in done)
+    stages.met, stages.missed, stages.dominated, stages.errors = (
+        status[k] for k in ("met", "missed", "dominated", "error")
+    )
     best, front, front_of = answers.answer(done)
     command = None
     if best is not None:
