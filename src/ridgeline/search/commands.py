@@ -100,6 +100,9 @@ def search(
     resume: bool = typer.Option(False, "--resume", help="Continue the search in --out; skip its points."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start afresh, replacing the search in --out."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Draw the front: $/M tokens against p99s (PNG)."),
+    exhaustive: bool = typer.Option(
+        False, "--exhaustive", help="Run every survivor whole (slower; the same answer, every row's p99s)."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """The cheapest deployment inside an SLO: the space pruned by closed forms, simulated."""
@@ -137,7 +140,7 @@ def search(
     settings = Settings(
         model=model, arch=arch, workload=w, auto_requests=auto, slo=slo, attainment=goodput, router=router,
         block_tokens=block_tokens, gpu_memory_utilization=gpu_memory_utilization,
-        price_per_gpu_hour=price, gpu_file=gpu_file,
+        price_per_gpu_hour=price, gpu_file=gpu_file, exhaustive=exhaustive,
     )  # fmt: skip
     with _Bar(not as_json) as bar:
         result = run(the_space, settings, executor, out, resume, overwrite, bar.update)
