@@ -18,7 +18,7 @@ from ridgeline.measure.client import Stream
 from ridgeline.measure.compare import Group, predict
 from ridgeline.measure.fit import fit
 from ridgeline.measure.records import build, output_tokens_from
-from ridgeline.measure.sse import MalformedStream, SseParser, interpret
+from ridgeline.measure.sse import MalformedStream, SseParser, interpret, usual
 from ridgeline.measure.tokens import Tokenizer
 from ridgeline.measure.workload import Point, arrival_gaps_s, exact_prompt, grid
 
@@ -35,30 +35,6 @@ def test_sse_events_survive_any_split_of_the_bytes() -> None:
         assert events == ['{"a": 1}', "line one\nline two", "[DONE]"]
 
 
-def test_a_chunked_reply_survives_any_split_of_the_bytes() -> None:
-    """The bare HTTP/1.1 reader finds the same body, and the end of it, wherever the
-    network cuts the reply: in the head, in a chunk-size line, in a payload, in a CRLF."""
-    from ridgeline.measure.wire import _Reply
-
-    events = [b'data: {"choices":[{"text":" a"}]}\n\n', b": ping\n\n", b"data: [DONE]\n\n"]
-    framed = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\nX-Trailer: t\r\n\r\n"
-    reply = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-    reply += framed
-
-    async def read(parts: list[bytes]) -> _Reply:
-        conn = _Reply(lambda: 0.0, memoryview(bytearray(64)))
-        conn.begin(0.0, 1.0)
-        for part in parts:
-            conn.data_received(part)
-        return conn
-
-    for cut in range(1, len(reply)):
-        conn = asyncio.run(read([reply[:cut], reply[cut:]]))
-        assert conn.status == 200 and conn.sse and conn.error is None
-        assert b"".join(piece for _, piece in conn.body) == b"".join(events)
-        assert conn.ended and conn.keep  # the whole body read: the connection can serve again
-
-
 def test_only_generated_text_bears_a_token() -> None:
     role = interpret('{"choices": [{"index": 0, "delta": {"role": "assistant"}}]}')[0]
     empty = interpret('{"choices": [{"index": 0, "text": "", "finish_reason": null}]}')[0]
@@ -73,6 +49,36 @@ def test_only_generated_text_bears_a_token() -> None:
     assert interpret('{"error": {"message": "overloaded"}}')[0].error == "overloaded"
     with pytest.raises(MalformedStream):
         interpret("{not json")
+
+
+def test_the_quick_reading_of_the_usual_event_agrees_with_interpret() -> None:
+    """`usual` reads the common event (one choice, no usage, no error) without building a
+    chunk; for anything else it declines and `interpret` reads it."""
+    events = [
+        '{"choices": [{"index": 0, "text": " there", "finish_reason": null}]}',
+        '{"choices": [{"index": 0, "text": "", "finish_reason": "length"}], "usage": null}',
+        '{"choices": [{"index": 0, "delta": {"role": "assistant"}}]}',
+        '{"choices": [{"index": 0, "delta": {"content": "Hi", "reasoning_content": "so"}}]}',
+        '{"choices": [{"index": 0, "delta": {"tool_calls": [{"id": "t"}]}}]}',
+        '{"choices": [{"index": 0, "text": "\\u00e9t\\u00e9"}]}',
+        '{"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 9}}',
+        '{"choices": [{"text": "a"}, {"text": "b"}]}',
+        '{"error": {"message": "overloaded"}}',
+        '{"choices": [{"index": 0, "text": "x"}]} trailing',
+        "[DONE]",
+        "[1, 2]",
+    ]
+    quick = 0
+    for data in events:
+        got = usual(data)
+        if got is None:
+            continue
+        quick += 1
+        (chunk,) = interpret(data)
+        assert got == (chunk.text, chunk.token_bearing, chunk.finish_reason)
+        assert chunk.completion_tokens is None and chunk.error is None and not chunk.done
+    assert quick == 6  # the first six: one choice each, no usage, no error
+    assert usual(events[5]) == ("été", True, None)  # JSON escapes decoded, as json.loads does
 
 
 # --- records ------------------------------------------------------------------------------

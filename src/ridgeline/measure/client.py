@@ -3,9 +3,9 @@
 t0 is a monotonic clock read at the actual send. Each network read is stamped on
 arrival, before any parsing, and every event in it shares that stamp; the first
 token-bearing event gives TTFT and the last gives E2E. Parsing waits until the stream
-ends, so that under many concurrent streams no stamp waits behind another's parsing.
-Failures do not raise: they come back as an error kind and a short message, so a run
-records them and goes on.
+ends (and, over `wire`, for a lull in the other streams' reads), so that under many
+concurrent streams no stamp waits behind another's parsing. Failures do not raise: they
+come back as an error kind and a short message, so a run records them and goes on.
 
 The stream itself goes over `wire.Wire` (bare HTTP/1.1, a few µs a read) unless a proxy in
 the environment covers the URL; then over httpx, which speaks to proxies.
@@ -20,7 +20,7 @@ import json
 import re
 import ssl
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -28,8 +28,8 @@ from urllib.parse import urlsplit, urlunsplit
 from ridgeline.checks import check_positive
 from ridgeline.errors import RidgelineError
 from ridgeline.measure.redact import Redactor
-from ridgeline.measure.sse import MalformedStream, SseParser, interpret
-from ridgeline.measure.wire import Stamped, Wire, WireError
+from ridgeline.measure.sse import MalformedStream, SseParser, interpret, usual
+from ridgeline.measure.wire import Reply, Stamped, Wire, WireError
 
 clock = time.perf_counter  # CLOCK_MONOTONIC on Linux, shared by every process
 
@@ -216,16 +216,32 @@ def make_client(ep: Endpoint, connections: int | None) -> Any:
 @contextlib.asynccontextmanager
 async def open_streams(ep: Endpoint, client: Any) -> AsyncIterator[Any]:
     """What `send` streams over: a `Wire` to the endpoint, or `client` (httpx) when a
-    proxy in the environment covers the URL."""
-    if _proxied(ep.url):
-        yield client
-        return
-    silence_s = ep.read_timeout_s or ep.timeout_s
-    wire = Wire(ep.url, ep.headers, ssl_context(ep.verify), ep.connect_timeout_s, silence_s, clock)
+    proxy in the environment covers the URL. While it is open the heap is frozen."""
+    with _frozen_heap():
+        if _proxied(ep.url):
+            yield client
+            return
+        silence_s = ep.read_timeout_s or ep.timeout_s
+        wire = Wire(ep.url, ep.headers, ssl_context(ep.verify), ep.connect_timeout_s, silence_s, clock)
+        try:
+            yield wire
+        finally:
+            wire.close()
+
+
+@contextlib.contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """What the process holds when streaming starts (its modules, the prompts) is set aside
+    from the garbage collector (`gc.freeze`), so that a full collection, which would walk
+    all of it (some 30,000 objects and 4 ms here), does not stall the reads of a run."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
     try:
-        yield wire
+        yield
     finally:
-        wire.close()
+        gc.unfreeze()
 
 
 def _proxied(url: str) -> bool:
@@ -261,6 +277,14 @@ def _http_error(status: int, body: bytes) -> tuple[str, str]:
 
 
 def _take(s: Stream, data: str, now: float) -> None:
+    quick = usual(data)
+    if quick is not None:  # one choice, no usage, no error: most events of a stream
+        text, bearing, finish = quick
+        if bearing:
+            s.token_times_s.append(now)
+            s.texts.append(text)
+        s.finish_reason = finish or s.finish_reason
+        return
     for chunk in interpret(data):
         if chunk.error:
             s.fail("error event", chunk.error)
@@ -305,35 +329,36 @@ async def _stream(client: Any, ep: Endpoint, body: dict[str, Any], s: Stream) ->
         await response.aclose()
 
 
-async def _stream_wire(wire: Wire, body: dict[str, Any], s: Stream) -> None:
+async def _stream_wire(wire: Wire, body: dict[str, Any], s: Stream, timeout_s: float) -> None:
     def stamp(now: float) -> None:
         s.send_s = now
 
-    reply = await wire.exchange(wire.request(body), stamp)
-    status, headers, arrivals, error, sse = reply.status, reply.headers, reply.body, reply.error, reply.sse
-    wire.release(reply)  # the connection may serve another request now: what it read is kept here
-    s.status = status
-    if error is None and status is not None and status >= 400:
-        s.fail(*_http_error(status, b"".join(piece for _, piece in arrivals)[:ERROR_BODY_BYTES]))
-        return
-    if error is None and not sse:
-        s.fail("not streaming", f"the reply is {headers.get('content-type') or 'untyped'}, not SSE")
-        return
-    await wire.backlog.run(_parsing(s, arrivals))  # after the reads already waiting
-    if error is not None:
-        raise error
+    def after(reply: Reply) -> Iterator[None]:  # run by the wire's backlog, off the reads' path
+        status = s.status = reply.status
+        if reply.error is None and status is not None and status >= 400:
+            s.fail(*_http_error(status, reply.payload(ERROR_BODY_BYTES)))
+        elif reply.error is None and not reply.sse:
+            kind = reply.headers.get("content-type") or "untyped"
+            s.fail("not streaming", f"the reply is {kind}, not SSE")
+        else:
+            yield from _parsing(s, reply.arrivals())
+
+    reply = await wire.exchange(wire.request(body), stamp, after, timeout_s)
+    if reply.error is not None:
+        raise reply.error
 
 
-def _parse(s: Stream, arrivals: list[Stamped]) -> None:
+def _parse(s: Stream, arrivals: Iterable[Stamped]) -> None:
     """Events in arrival order, each stamped with the read that completed it."""
     for _ in _parsing(s, arrivals):
         pass
 
 
-def _parsing(s: Stream, arrivals: list[Stamped], every: int = 16) -> Iterator[None]:
+def _parsing(s: Stream, arrivals: Iterable[Stamped], every: int = 16) -> Iterator[None]:
     """`_parse` in slices: it pauses after each `every` reads, so a `Backlog` can run the
     event loop's reads (and stamp them) in between."""
     parser = SseParser()
+    now = s.send_s
     for i, (now, raw) in enumerate(arrivals, 1):
         for data in parser.feed(raw):
             if s.first_event_s is None:
@@ -344,7 +369,7 @@ def _parsing(s: Stream, arrivals: list[Stamped], every: int = 16) -> Iterator[No
         if not i % every:
             yield
     for data in parser.close():
-        _take(s, data, arrivals[-1][0])
+        _take(s, data, now)
 
 
 def _causes(exc: BaseException) -> list[BaseException]:
@@ -407,9 +432,10 @@ async def send(client: Any, ep: Endpoint, prompt: str, max_tokens: int) -> Strea
     s = Stream(send_s=clock())  # the send, until _stream stamps it exactly
     try:
         body = ep.body(prompt, max_tokens)
-        wired = isinstance(client, Wire)
-        streaming = _stream_wire(client, body, s) if wired else _stream(client, ep, body, s)
-        await asyncio.wait_for(streaming, ep.timeout_s)
+        if isinstance(client, Wire):  # which bounds the request's time itself
+            await _stream_wire(client, body, s, ep.timeout_s)
+        else:
+            await asyncio.wait_for(_stream(client, ep, body, s), ep.timeout_s)
     except asyncio.TimeoutError:
         s.fail(
             "request timeout",

@@ -116,6 +116,26 @@ def _loads(data: str) -> Any:
     return json.loads(data)
 
 
+def usual(data: str) -> tuple[str, bool, str | None] | None:
+    """The usual event, read quickly: a JSON object with one choice, no usage and no error,
+    as `interpret` would read it: (text, token_bearing, finish_reason). None for any other
+    event, which `interpret` reads (and, if it is malformed, says why)."""
+    if data[:1] != "{" or data[-1:] != "}":
+        return None
+    try:
+        obj, end = _scan(data, 0)
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    if end != len(data) or type(obj) is not dict or "error" in obj or obj.get("usage") is not None:
+        return None
+    choices = obj.get("choices")
+    if type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict:
+        return None
+    text, bearing = _choice_text(choices[0])
+    reason = choices[0].get("finish_reason")
+    return text, bearing, reason[:40] if isinstance(reason, str) and reason else None
+
+
 def interpret(data: str) -> list[Chunk]:
     """One event's data as chunks. Lenient with servers that put several `data:` lines
     in one event: when the whole does not parse, each line is tried on its own."""

@@ -2,9 +2,14 @@
 
 httpx spends about 100 µs of CPU on each network read of a stream (anyio cancel scopes,
 httpcore, h11, its byte chunker); at 500 streams a token's stamp waits behind hundreds of
-those. Here a read costs a clock reading, a walk over the chunked framing (sizes only, the
-payload is sliced, never parsed) and a list append; the request's coroutine wakes once,
-when the reply is over. SSE events and JSON are parsed after that (`client._parse`).
+those. Here the bytes land in the reply's own buffer, with no copy, and a read costs a
+clock reading, an append of it, and the chunked framing's walk over what arrived (sizes
+only: a payload is noted as offsets, never sliced nor parsed). What a read leaves behind
+is a float and three ints in lists, nothing the garbage collector would have to walk.
+
+Everything after a reply, parsing included, waits in a `Backlog` for a lull in the reads
+and then runs in short slices after them; the request's coroutine wakes once, when its
+reply is parsed.
 
 What httpx did and this keeps: keep-alive connections reused (LIFO), a stale one retried
 once on a fresh connection, TLS with httpx's own context (certifi, SSL_CERT_FILE, a CA
@@ -18,19 +23,27 @@ import asyncio
 import base64
 import ipaddress
 import json
+import math
+import re
 import socket
 import ssl
 from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
-Stamped = tuple[float, bytes]  # a clock reading, and the bytes the read returned
-READ_BYTES = 64 * 1024  # at most, a read
+Stamped = tuple[float, bytes]  # a clock reading, and the payload bytes of that read
+FIRST_BYTES = 4096  # a reply's buffer to start with (a page); it doubles when a read could fill it
+READ_ROOM = 2048  # room left for a read, at least
+SPARE_BYTES = 64 * 1024  # where bytes nobody asked for land (a reply already over)
 DONE_GRACE_S = 0.25  # after [DONE], how long to wait for the end of the body
 MAX_HEAD_BYTES = 64 * 1024  # a status line and headers; more is not an HTTP reply
+MAX_SIZE_LINE = 4096  # a chunk-size line, extensions included
 CAPPED_BYTES = 64 * 1024  # of a reply that is not a stream (an error), enough for any message
 _HEAD, _BODY, _OVER = 0, 1, 2  # where a reply is
 _CHUNKED, _LENGTH, _CLOSE = 0, 1, 2  # how its body ends
+_SIZE_LINE = re.compile(rb"[ \t]*([0-9A-Fa-f]+)[ \t\r]*(?:;[^\n]*)?\n")  # `1a;ext=1\r\n`
+_DONE = (b"data: [DONE]", b"data:[DONE]")
 
 
 class WireError(Exception):
@@ -46,6 +59,10 @@ def _fixed(kind: str, text: str) -> WireError:
     return WireError(kind, lambda tokens: text)
 
 
+def _timed_out(timeout_s: float) -> WireError:
+    return WireError("request timeout", lambda n: f"no complete answer within {timeout_s:g} s ({n} tokens)")
+
+
 def _size(text: str, base: int) -> int:
     """A Content-Length (base 10) or a chunk size (base 16): digits only, nothing negative."""
     text = text.strip()
@@ -55,61 +72,112 @@ def _size(text: str, base: int) -> int:
     return int(text, base)
 
 
-class _Reply(asyncio.BufferedProtocol):
-    """One connection. For each exchange: the status, the headers, and the body as it
-    arrived, each piece stamped with the clock when its read returned. Reads go into a
-    buffer that every connection of the Wire shares: each read is copied out of it before
-    the next (a plain Protocol gets a fresh 256 KiB bytes object a read, which costs more
-    than the rest of the read together)."""
+@dataclass
+class Reply:
+    """One exchange, over: the status and headers, the raw bytes as they came (framing
+    included), the clock reading of each read, and where the payload lies in the bytes:
+    `pieces` holds (read, start, end) triples, flat, in order."""
 
-    def __init__(self, clock: Callable[[], float], buffer: memoryview) -> None:
-        self.clock, self.buffer = clock, buffer
+    status: int | None
+    headers: dict[str, str]
+    sse: bool
+    error: WireError | None
+    raw: bytearray
+    stamps: list[float]
+    pieces: list[int]
+    failure: Exception | None = None  # what the work after the reply raised
+
+    def arrivals(self) -> Iterator[Stamped]:
+        """Each read that brought payload: its stamp and its payload bytes."""
+        raw, stamps, p = memoryview(self.raw), self.stamps, self.pieces
+        k, n = 0, len(p)
+        while k < n:
+            read, data = p[k], raw[p[k + 1] : p[k + 2]].tobytes()
+            k += 3
+            while k < n and p[k] == read:  # more chunks in the same read
+                data += raw[p[k + 1] : p[k + 2]]
+                k += 3
+            yield stamps[read], data
+
+    def payload(self, limit: int) -> bytes:
+        """The first `limit` bytes of the body (an error reply's message)."""
+        return b"".join(data for _, data in self.arrivals())[:limit]
+
+
+class _Conn(asyncio.BufferedProtocol):
+    """One connection, one exchange at a time. Reads go straight into the reply's buffer,
+    at its end; each read's clock reading is appended to `stamps` before anything else."""
+
+    __slots__ = (  # hundreds of these are read in turn: no dict per connection to look in
+        "after", "at", "backlog", "cap", "clock", "deadline_s", "done_seen", "ended", "error",
+        "extra", "filled", "framing", "grace", "headers", "keep", "last_read_s", "left", "lost",
+        "phase", "pieces", "raw", "silence_s", "size", "skip", "sse", "stamps", "status", "tail",
+        "timeout_s", "timer", "trailers", "transport", "view", "waiter", "wire",
+    )  # fmt: skip
+
+    def __init__(self, wire: Wire) -> None:
+        self.wire, self.clock, self.backlog = wire, wire.clock, wire.backlog
         self.transport: Any = None
         self.lost = False
-        self.begin(0.0, 0.0)
+        self.phase = _OVER  # until `begin`
+        self.keep = False
+        self.waiter: asyncio.Future[Reply] | None = None
+        self.after: Callable[[Reply], Iterator[None]] | None = None
+        self.timer: asyncio.TimerHandle | None = None
 
-    def begin(self, now: float, silence_s: float) -> None:
+    def begin(self, now: float, silence_s: float, deadline_s: float, timeout_s: float) -> None:
         self.phase = _HEAD
-        self.head = b""
+        self.raw = bytearray(FIRST_BYTES)
+        self.view = memoryview(self.raw)
+        self.filled = 0  # bytes in `raw`
+        self.at = 0  # how far the head or the body's framing has been read
+        self.stamps: list[float] = []
+        self.pieces: list[int] = []
         self.status: int | None = None
         self.headers: dict[str, str] = {}
-        self.body: list[Stamped] = []
         self.sse = False
-        self.framing, self.left, self.crlf, self.trailers, self.pending = _CLOSE, 0, 0, False, b""
+        self.framing, self.left, self.skip, self.trailers = _CLOSE, 0, 0, False
         self.ended = self.extra = False
         self.keep = False
         self.size, self.cap = 0, 0
-        self.tail = b""
+        self.tail = b""  # the payload's last bytes, while it stops mid-line
+        self.done_seen = self.grace = False  # `data: [DONE]` came; the wait for the end began
         self.error: WireError | None = None
         self.last_read_s = now
-        self.silence_s = silence_s
-        self.waiter: asyncio.Future[None] | None = None
-        self.timer: asyncio.TimerHandle | None = None
+        self.silence_s, self.deadline_s, self.timeout_s = silence_s, deadline_s, timeout_s
 
-    # --- asyncio.Protocol ---
+    def take(self) -> Reply:
+        return Reply(self.status, self.headers, self.sse, self.error, self.raw, self.stamps, self.pieces)
+
+    # --- asyncio.BufferedProtocol ---
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self.buffer
+        if self.phase == _OVER:
+            return self.wire.spare
+        if len(self.raw) - self.filled < READ_ROOM:
+            raw = bytearray(2 * len(self.raw))  # a fresh one: the old may still be lent out
+            raw[: self.filled] = self.view[: self.filled]
+            self.raw, self.view = raw, memoryview(raw)
+        return self.view[self.filled :]
 
     def buffer_updated(self, nbytes: int) -> None:
         now = self.clock()  # first: the stamp is the read's, before any work on it
-        self.received(now, self.buffer[:nbytes].tobytes())
-
-    def data_received(self, data: bytes) -> None:
-        self.received(self.clock(), data)
-
-    def received(self, now: float, data: bytes) -> None:
+        self.backlog.last_read_s = now
+        if self.phase == _OVER:
+            self.keep = False  # bytes nobody asked for: not a connection to reuse
+            return
+        start = self.filled
+        self.filled = start + nbytes
+        self.stamps.append(now)
         self.last_read_s = now
         try:
             if self.phase == _BODY:
-                self._body(now, data)
-            elif self.phase == _HEAD:
-                self._head(now, data)
+                self._body(start)
             else:
-                self.keep = False  # bytes nobody asked for: not a connection to reuse
+                self._head(start)
         except ValueError as exc:  # not HTTP/1.1 as a server writes it
             self._fail(_fixed("protocol error", str(exc)))
 
@@ -130,23 +198,21 @@ class _Reply(asyncio.BufferedProtocol):
 
     # --- the reply ---
 
-    def _head(self, now: float, data: bytes) -> None:
-        self.head += data
-        end = self.head.find(b"\r\n\r\n")
+    def _head(self, start: int) -> None:
+        end = self.raw.find(b"\r\n\r\n", max(self.at, start - 3), self.filled)
         if end < 0:
-            if len(self.head) > MAX_HEAD_BYTES:
+            if self.filled - self.at > MAX_HEAD_BYTES:
                 raise ValueError("the reply's headers never end")
             return
-        lines = self.head[:end].split(b"\r\n")
-        rest = self.head[end + 4 :]
+        lines = bytes(self.view[self.at : end]).split(b"\r\n")
+        self.at = end + 4
         version, _, status_text = lines[0].partition(b" ")
         code = status_text[:3]
         if not version.startswith(b"HTTP/") or not code.isdigit():
             raise ValueError("the reply does not start with an HTTP status line")
         if code.startswith(b"1"):  # 100 Continue and the like: the real reply follows
-            self.head = b""
-            if rest:
-                self._head(now, rest)
+            if self.filled > self.at:
+                self._head(self.at)
             return
         self.status = int(code)
         for line in lines[1:]:
@@ -162,38 +228,92 @@ class _Reply(asyncio.BufferedProtocol):
         self.keep = version == b"HTTP/1.1" and "close" not in get("connection", "").lower()
         self.sse = self.status < 400 and "text/event-stream" in get("content-type", "")
         self.cap = 0 if self.sse else CAPPED_BYTES
-        self.head = b""
         self.phase = _BODY
         if self.framing == _LENGTH and not self.left:
             self._over()
-        elif rest:
-            self._body(now, rest)
+        elif self.filled > self.at:
+            self._body(self.at)
 
-    def _body(self, now: float, data: bytes) -> None:
+    def _body(self, start: int) -> None:
+        end = self.filled
         if self.framing == _CHUNKED:
-            piece = self._dechunk(data)
+            self._dechunk(end)
         elif self.framing == _LENGTH:
-            piece = data[: self.left]
-            self.left -= len(piece)
-            self.extra = len(piece) < len(data)
-            self.ended = not self.left
+            stop = min(end, start + self.left)
+            self.left -= stop - start
+            self.extra, self.ended = stop < end, not self.left
+            self._piece(start, stop)
         else:
-            piece = data
-        if piece:
-            self.body.append((now, piece))
-            if self.sse:
-                seen = self.tail + piece
-                if not self.ended and (b"data: [DONE]" in seen or b"data:[DONE]" in seen):
-                    self._last_event()
-                self.tail = piece[-16:]
-            else:
-                self.size += len(piece)
-                if self.size >= self.cap:
-                    self.keep = False  # the rest is unread
-                    self._over()
-                    return
+            self._piece(start, end)
         if self.ended:
             self._over()
+        elif self.done_seen and self.phase == _BODY:
+            self._last_event()
+
+    def _dechunk(self, end: int) -> None:
+        """Walk the chunked framing from `at` to `end`, noting each payload's piece; sets
+        `ended` at the last chunk. A size line cut by the read waits in `raw` for the next."""
+        raw, i, left = self.raw, self.at, self.left
+        while i < end:
+            if left:  # in a payload
+                j = min(end, i + left)
+                left -= j - i
+                self._piece(i, j)
+                i = j
+                if left or self.phase != _BODY:
+                    break
+                self.skip = 2  # the CRLF after it
+            if self.skip:
+                step = min(self.skip, end - i)
+                i += step
+                self.skip -= step
+            elif self.trailers:
+                j = raw.find(b"\n", i, end)
+                if j < 0:
+                    break
+                blank = not raw[i:j].rstrip(b"\r")  # the blank line after the trailers
+                i = j + 1
+                if blank:
+                    self.ended = True
+                    break
+            else:
+                m = _SIZE_LINE.match(raw, i, end)
+                if m is None:
+                    j = raw.find(b"\n", i, end)
+                    if j >= 0:  # a whole line, not a size: say what it held
+                        size = bytes(raw[i:j]).split(b";", 1)[0].decode("latin-1")
+                        _size(size, 16)
+                        raise ValueError(f"a chunk-size line {size[:20]!r} that HTTP/1.1 does not allow")
+                    if end - i > MAX_SIZE_LINE:
+                        raise ValueError("a chunk-size line that never ends")
+                    break
+                left = int(m[1], 16)
+                self.trailers = not left
+                i = m.end()
+        self.at, self.left = i, left
+        self.extra = self.ended and i < end
+
+    def _piece(self, i: int, j: int) -> None:
+        """Payload at raw[i:j], brought by the latest read."""
+        if i >= j:
+            return
+        p = self.pieces
+        p.append(len(self.stamps) - 1)
+        p.append(i)
+        p.append(j)
+        if not self.sse:
+            self.size += j - i
+            if self.size >= self.cap:
+                self.keep = False  # the rest is unread
+                self._over()
+            return
+        raw = self.raw
+        if self.tail or raw.find(b"[DONE]", i, j) >= 0:
+            seen = self.tail + raw[i:j]
+            self.done_seen = self.done_seen or _DONE[0] in seen or _DONE[1] in seen
+            self.tail = b"" if seen.endswith(b"\n") else bytes(seen[-16:])
+        elif raw[j - 1] != 10:  # the payload stops mid-line: keep its end for the next
+            self.tail = bytes(raw[max(i, j - 16) : j])
 
     def _last_event(self) -> None:
         """[DONE]: a server need not end the body after it. The end usually follows at once,
@@ -201,51 +321,19 @@ class _Reply(asyncio.BufferedProtocol):
         if self.framing == _CLOSE:
             self._over()
             return
+        if self.grace:
+            return
         if self.timer is not None:
             self.timer.cancel()  # silence after [DONE] is no read timeout
+        self.grace = True
         self.timer = asyncio.get_running_loop().call_later(DONE_GRACE_S, self._over)
-
-    def _dechunk(self, data: bytes) -> bytes:
-        """The payload bytes of `data` under chunked framing; sets `ended` at the last chunk."""
-        buf = self.pending + data if self.pending else data
-        self.pending = b""
-        out = []
-        i, n = 0, len(buf)
-        while i < n and not self.ended:
-            if self.left:
-                j = min(n, i + self.left)
-                out.append(buf[i:j])
-                self.left -= j - i
-                i = j
-                if not self.left:
-                    self.crlf = 2
-            elif self.crlf:
-                step = min(self.crlf, n - i)
-                i += step
-                self.crlf -= step
-            else:
-                j = buf.find(b"\n", i)
-                if j < 0:
-                    if n - i > 4096:
-                        raise ValueError("a chunk-size line that never ends")
-                    self.pending = buf[i:]
-                    break
-                line = buf[i:j].rstrip(b"\r")
-                i = j + 1
-                if self.trailers:
-                    self.ended = not line  # the blank line after the last chunk's trailers
-                    continue
-                size = _size(line.split(b";", 1)[0].decode("latin-1"), 16)
-                self.left, self.trailers = size, size == 0
-        self.extra = self.ended and i < n
-        return out[0] if len(out) == 1 else b"".join(out)
 
     def _over(self) -> None:
         if self.phase == _OVER:
             return
         self.phase = _OVER
         self.keep = self.keep and self.ended and not self.extra and not self.lost
-        self._wake()
+        self._settle()
 
     def _fail(self, error: WireError) -> None:
         if self.phase == _OVER:
@@ -253,23 +341,28 @@ class _Reply(asyncio.BufferedProtocol):
         self.error, self.phase, self.keep = error, _OVER, False
         if self.transport is not None:
             self.transport.abort()
-        self._wake()
+        self._settle()
 
-    def _wake(self) -> None:
+    def _settle(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
+        if self.waiter is not None:
+            self.backlog.add(self.wire.settle(self, self.waiter))
 
     def watch(self) -> None:
-        """The read timeout: silence for `silence_s` since the last read (or the send)."""
+        """The read timeout (silence for `silence_s` since the last read, or the send) and
+        the request's own."""
         self.timer = None
         if self.phase == _OVER:
             return
-        left = self.last_read_s + self.silence_s - self.clock()
+        now = self.clock()
+        left = min(self.last_read_s + self.silence_s, self.deadline_s) - now
         if left > 0:
             self.timer = asyncio.get_running_loop().call_later(left, self.watch)
+            return
+        if now >= self.deadline_s:
+            self._fail(_timed_out(self.timeout_s))
             return
         silence = self.silence_s
         self._fail(
@@ -280,44 +373,61 @@ class _Reply(asyncio.BufferedProtocol):
 
 
 class Backlog:
-    """Work that must not delay a stamp, such as parsing a finished stream. It runs in one
-    task, in passes of at most `budget_s`, and each pass yields to the event loop, whose
-    reads are stamped before the next pass; a piece of work is a generator that pauses
-    every few dozen microseconds. When many streams end at once (a batch that finishes
-    together) their parsing no longer holds up the tokens of the streams still running."""
+    """Work that must not delay a stamp: all that follows a reply, its parsing included.
 
-    def __init__(self, clock: Callable[[], float], budget_s: float = 0.5e-3) -> None:
-        self.clock, self.budget_s = clock, budget_s
-        self.queue: deque[tuple[Iterator[None], asyncio.Future[None]]] = deque()
-        self.task: asyncio.Task[None] | None = None
+    Tokens come in bursts, one chunk per stream each decode step, so the work waits for a
+    lull: `quiet_s` with no read on any connection. It waits no longer than `patience_s`,
+    in case the reads never pause. Then it runs in slices of at most `budget_s`, each a
+    timer callback, which the event loop runs after the reads it found ready, and each
+    slice hands at most one finished reply to its coroutine (whose own work then runs
+    before the next reads are taken). A piece of work is a generator that pauses every
+    few dozen microseconds."""
 
-    async def run(self, work: Iterator[None]) -> None:
-        loop = asyncio.get_running_loop()
-        done = loop.create_future()
-        self.queue.append((work, done))
-        if self.task is None or self.task.done():
-            self.task = loop.create_task(self._drain())
-        await done
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        budget_s: float = 0.3e-3,
+        quiet_s: float = 0.5e-3,
+        patience_s: float = 5e-3,
+    ) -> None:
+        self.clock, self.budget_s, self.quiet_s, self.patience_s = clock, budget_s, quiet_s, patience_s
+        self.last_read_s = -math.inf  # on any connection: each read sets it
+        self.queue: deque[tuple[Iterator[bool], float]] = deque()
+        self.timer: asyncio.TimerHandle | None = None
 
-    async def _drain(self) -> None:
+    def add(self, work: Iterator[bool]) -> None:
+        """Queue `work`, whose steps yield True once it has handed its result over."""
+        self.queue.append((work, self.clock()))
+        if self.timer is None:
+            self._arm(self.quiet_s)
+
+    def _arm(self, delay_s: float) -> None:
+        self.timer = asyncio.get_running_loop().call_later(delay_s, self._slice)
+
+    def _slice(self) -> None:
+        self.timer = None
+        if not self.queue:
+            return
+        now = self.clock()
+        wait_s = min(self.last_read_s + self.quiet_s, self.queue[0][1] + self.patience_s) - now
+        if wait_s > 0:
+            self._arm(wait_s)
+            return
+        until = now + self.budget_s
         while self.queue:
-            until = self.clock() + self.budget_s
-            while self.queue and self.clock() < until:
-                work, done = self.queue[0]
-                try:
-                    if not done.done():  # not abandoned (its request timed out)
-                        next(work)
-                        continue
-                except StopIteration:
-                    done.set_result(None)
-                except Exception as exc:
-                    done.set_exception(exc)
+            work = self.queue[0][0]
+            handed = next(work, None)
+            if handed is None:
                 self.queue.popleft()
-            await asyncio.sleep(0)
+            elif handed or self.clock() >= until:
+                break
+        if self.queue:
+            self._arm(0.0)
 
     def close(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         self.queue.clear()
 
 
@@ -358,9 +468,9 @@ class Wire:
             *(f"{k}: {v}" for k, v in fields.items()),
         ]
         self.head = ("\r\n".join(lines) + "\r\nContent-Type: application/json\r\n").encode("latin-1")
-        self.idle: list[_Reply] = []
-        self.busy: set[_Reply] = set()
-        self.buffer = memoryview(bytearray(READ_BYTES))
+        self.idle: list[_Conn] = []
+        self.busy: set[_Conn] = set()
+        self.spare = memoryview(bytearray(SPARE_BYTES))
         self.backlog = Backlog(clock)
 
     def close(self) -> None:
@@ -375,31 +485,61 @@ class Wire:
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
         return self.head + b"Content-Length: %d\r\n\r\n" % len(data) + data
 
-    async def exchange(self, payload: bytes, stamp: Callable[[float], None]) -> _Reply:
-        """Send `payload`; return the connection once its reply is over (read it, then
-        `release` it). `stamp` is called with the send time (again if it is retried)."""
+    async def exchange(
+        self,
+        payload: bytes,
+        stamp: Callable[[float], None],
+        after: Callable[[Reply], Iterator[None]],
+        timeout_s: float = math.inf,
+    ) -> Reply:
+        """Send `payload` and return its reply once it is over and `after(reply)` (the
+        reply's parsing, run in the backlog) is done; a reply whose connection failed
+        carries the error. `stamp` is called with the send time (again if it is retried).
+        `timeout_s` bounds the whole exchange: connecting, sending, the reply."""
+        deadline_s = self.clock() + timeout_s
         for attempt in (0, 1):
             stamp(self.clock())
-            conn, reused = await self._acquire()
-            self.busy.add(conn)
+            conn, reused = await self._acquire(deadline_s, timeout_s)
             loop = asyncio.get_running_loop()
-            conn.begin(self.clock(), self.silence_s)
-            conn.waiter = loop.create_future()
-            conn.timer = loop.call_later(self.silence_s, conn.watch)
+            conn.begin(self.clock(), self.silence_s, deadline_s, timeout_s)
+            waiter = conn.waiter = loop.create_future()
+            conn.after = after
+            self.busy.add(conn)
+            conn.timer = loop.call_later(min(self.silence_s, timeout_s), conn.watch)
             try:
                 conn.transport.write(payload)
-                await conn.waiter
-            except BaseException:  # cancelled (the request's timeout, Ctrl-C): this connection is done
-                self._drop(conn)
+                reply = await waiter
+            except BaseException:  # cancelled (Ctrl-C): this connection is done
+                if conn.waiter is waiter:  # not yet handed back
+                    self._drop(conn)
                 raise
-            stale = reused and attempt == 0 and conn.error is not None and conn.status is None
-            if stale and conn.error is not None and conn.error.kind == "disconnected before reply":
-                self._drop(conn)  # a kept-alive connection the server had closed: once more, fresh
-                continue
-            return conn
+            if reply.failure is not None:
+                raise reply.failure
+            error = reply.error
+            stale = reused and attempt == 0 and error is not None and reply.status is None
+            if stale and error is not None and error.kind == "disconnected before reply":
+                continue  # a kept-alive connection the server had closed: once more, fresh
+            return reply
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def release(self, conn: _Reply) -> None:
+    def settle(self, conn: _Conn, waiter: asyncio.Future[Reply]) -> Iterator[bool]:
+        """What follows a reply, as backlog work: the connection back to the pool (or
+        closed), the caller's work on the reply, then the reply handed to its coroutine."""
+        reply, after = conn.take(), conn.after
+        conn.waiter = conn.after = None
+        try:
+            self.release(conn)
+            for _ in after(reply) if after is not None else ():
+                if waiter.done():  # abandoned: its request was cancelled
+                    return
+                yield False
+        except Exception as exc:  # handed to the coroutine, which raises it
+            reply.failure = exc
+        if not waiter.done():
+            waiter.set_result(reply)
+            yield True
+
+    def release(self, conn: _Conn) -> None:
         self.busy.discard(conn)
         if conn.keep and not conn.lost and not conn.transport.is_closing():
             self.idle.append(conn)
@@ -408,23 +548,32 @@ class Wire:
         else:
             conn.transport.close()
 
-    def _drop(self, conn: _Reply) -> None:
+    def _drop(self, conn: _Conn) -> None:
         self.busy.discard(conn)
+        conn.waiter = conn.after = None
+        conn.phase = _OVER
+        if conn.timer is not None:
+            conn.timer.cancel()
+            conn.timer = None
         if conn.transport is not None:
             conn.transport.abort()
 
-    async def _acquire(self) -> tuple[_Reply, bool]:
+    async def _acquire(self, deadline_s: float, timeout_s: float) -> tuple[_Conn, bool]:
         while self.idle:
             conn = self.idle.pop()
-            if not conn.lost and not conn.transport.is_closing():
+            if conn.keep and not conn.lost and not conn.transport.is_closing():
                 return conn, True
-        timeout_s = self.connect_timeout_s
+            conn.transport.abort()
+        left_s = deadline_s - self.clock()
+        limit_s = min(self.connect_timeout_s, left_s)
         try:
-            return await asyncio.wait_for(self._connect(), timeout_s), False
+            return await asyncio.wait_for(self._connect(), max(limit_s, 0.0)), False
         except asyncio.TimeoutError:
-            raise _fixed("connect timeout", f"no connection within {timeout_s:g} s") from None
+            if limit_s < self.connect_timeout_s:
+                raise _timed_out(timeout_s) from None
+            raise _fixed("connect timeout", f"no connection within {self.connect_timeout_s:g} s") from None
 
-    async def _connect(self) -> _Reply:
+    async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
         try:
             literal = ipaddress.ip_address(self.host)  # no resolver thread for an address
@@ -439,7 +588,7 @@ class Wire:
         for family, proto, address in targets:
             try:
                 _, conn = await loop.create_connection(
-                    lambda: _Reply(self.clock, self.buffer),
+                    lambda: _Conn(self),
                     host=address,
                     port=self.port,
                     family=family,
