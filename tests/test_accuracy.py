@@ -3,7 +3,7 @@ row re-predicted with the profile fitted without the row's own source. A change 
 predictions worse on sources the fit never saw fails here.
 
 The thresholds are the figures benchmarks/accuracy.py reports (README, "Engine profiles"),
-rounded up by a point: the test guards them, it does not claim the issue's targets."""
+rounded up by under a point: the test guards them, it does not claim the issue's targets."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 from ridgeline.accuracy import corpus, report
 from ridgeline.engines import builtin_engines
 
-HELD_OUT_MEDIAN = 0.13  # leave-one-source-out median |error| over the corpus (measured 12.4%)
-IN_SAMPLE_MEDIAN = 0.10  # the fitted profiles on their own rows (measured 9.2%)
-BAND_COVERAGE = (0.70, 0.90)  # the share of held-out rows inside their p10-p90 band (measured 72%)
+HELD_OUT_MEDIAN = 0.125  # leave-one-source-out median |error| over the corpus (measured 11.8%)
+IN_SAMPLE_MEDIAN = 0.075  # the fitted profiles on their own rows (measured 6.8%)
+BAND_COVERAGE = (0.70, 0.90)  # the share of held-out rows inside their p10-p90 band (measured 73%)
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +85,13 @@ def test_rates_and_times_err_in_opposite_directions() -> None:
     assert corpus.optimistic(tput, tput.measured * 1.1)
     lat = next(r for r in corpus.rows() if r.unit in ("ms", "s"))
     assert corpus.optimistic(lat, lat.measured * 0.9)
+
+
+def test_sharegpt_lengths_keep_the_sources_mean_under_vllms_cut() -> None:
+    """GPUStack's ShareGPT run: 193,979 replies' tokens over 1,000 requests, a mean of 194;
+    vLLM's benchmark drops conversations longer than 2,048 tokens."""
+    replies = corpus.lengths("sharegpt", 194)
+    assert abs(sum(replies.values) / len(replies.values) - 194) < 2
+    longest, middle = max(replies.values), sorted(replies.values)[len(replies.values) // 2]
+    assert 5 * 194 < longest <= 2048 and middle < 194  # heavy-tailed: the longest set the makespan
+    assert corpus.lengths("uniform:1", 508).upper() == 1016  # SGLang's random: 1 to the nominal 1,024

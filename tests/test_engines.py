@@ -13,9 +13,12 @@ import pytest
 from ridgeline.cli import main
 from ridgeline.engines import engines
 
-# Llama 3.1 8B (its config.json): 8,030,261,248 parameters, 32 layers, 8 KV heads of 128.
+# Llama 3.1 8B (its config.json): 8,030,261,248 parameters, 32 layers, 8 KV heads of 128, an
+# untied embedding table of 128,256 x 4,096 that an engine only looks up.
 PARAMS_8B, LAYERS_8B, KV_BYTES_PER_TOKEN_8B = 8_030_261_248, 32, 2 * 32 * 8 * 128 * 2
+EMBEDDING_8B = 128_256 * 4_096
 H100_SXM_BANDWIDTH = 3.35e12  # bytes/s, NVIDIA's data sheet
+H100_SXM_BF16_FLOPS = 989e12  # dense, the same data sheet
 
 PERFECT = """
 [perfect]
@@ -44,7 +47,7 @@ def test_a_decode_step_is_its_bytes_at_the_profiles_bandwidth_plus_its_overhead(
     out = run_json(capsys, "estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
                    "--prompt-tokens", "2000", "--output-tokens", "8", "--engine", "vllm")  # fmt: skip
     step = out["decode"]  # the first decode step: 2,001 tokens of context
-    weights_s = PARAMS_8B * 2 / (H100_SXM_BANDWIDTH * p.weights["w16"])
+    weights_s = (PARAMS_8B - EMBEDDING_8B) * 2 / (H100_SXM_BANDWIDTH * p.weights["w16"])
     kv_s = 2001 * KV_BYTES_PER_TOKEN_8B / (H100_SXM_BANDWIDTH * p.kv)
     overhead_s = p.fixed_s + p.per_layer_s * LAYERS_8B + p.per_sequence_s
     assert step["bound"] == "memory"
@@ -68,15 +71,24 @@ def test_every_built_in_engine_is_slower_than_the_roofline(capsys: pytest.Captur
         assert real["tpot_s"] > ideal["tpot_s"] and real["ttft_s"] > ideal["ttft_s"]
 
 
-def test_a_perfect_engine_from_a_file_is_the_ideal_roofline(
+def test_a_perfect_engine_from_a_file_is_the_ideal_roofline_of_what_an_engine_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The lesson's ledger streams and multiplies every parameter for every token; an engine
+    looks the input embedding up (neither read whole nor multiplied) and runs the lm_head on
+    the one token a prefill samples."""
     path = tmp_path / "perfect.toml"
     path.write_text(PERFECT, encoding="utf-8")
-    ideal = run_json(capsys, "estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--preset", "ideal")
-    mine = run_json(capsys, "estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", str(path))
-    assert mine["tpot_s"] == pytest.approx(ideal["tpot_s"], rel=1e-9)
-    assert mine["ttft_s"] == pytest.approx(ideal["ttft_s"], rel=1e-9)
+    shape = ("--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--prompt-tokens", "2000")
+    ideal = run_json(capsys, "estimate", *shape, "--preset", "ideal")
+    mine = run_json(capsys, "estimate", *shape, "--engine", str(path))
+    assert ideal["decode"]["bound"] == mine["decode"]["bound"] == "memory"
+    embedding_s = EMBEDDING_8B * 2 / H100_SXM_BANDWIDTH  # bf16, read by every decode step
+    assert mine["tpot_s"] == pytest.approx(ideal["tpot_s"] - embedding_s, rel=1e-9)
+    assert ideal["prefill"]["bound"] == mine["prefill"]["bound"] == "compute"
+    unrun = 2 * EMBEDDING_8B * 2000 + 2 * EMBEDDING_8B * 1999  # the lookup, and 1,999 lm_head rows
+    expected_s = ideal["prefill"]["time_s"] - unrun / H100_SXM_BF16_FLOPS
+    assert mine["prefill"]["time_s"] == pytest.approx(expected_s, rel=1e-9)
 
 
 @pytest.mark.parametrize(
@@ -122,3 +134,86 @@ def test_a_profile_says_where_it_runs(tmp_path: Path, capsys: pytest.CaptureFixt
     path.write_text(PERFECT + "runs_on = [1]\n", encoding="utf-8")
     assert main(["estimate", "--engine", str(path), "--gpu", "mi300x"]) == 2
     assert "runs_on must be a list of vendor names" in capsys.readouterr().err
+
+
+def write_profile(tmp_path: Path, text: str, name: str = "mine.toml") -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_weight_only_formats_unpack_inside_the_matmul(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """int4 weights under bf16 maths: a compute-bound prefill at dequant.w4 of the rate. fp8
+    weights under fp8 maths unpack nothing, so the factor leaves them alone."""
+    plain = write_profile(tmp_path, PERFECT, "plain.toml")
+    unpacking = write_profile(
+        tmp_path, PERFECT.replace("experts = 1.0 }", "experts = 1.0, dequant = { w4 = 0.5 } }")
+    )
+    shape = ("estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--prompt-tokens", "4000")
+
+    def prefill(engine: str, *dtypes: str) -> Any:
+        return run_json(capsys, *shape, *dtypes, "--engine", engine)["prefill"]
+
+    int4 = ("--weights", "int4")
+    before, after = prefill(plain, *int4), prefill(unpacking, *int4)
+    assert before["bound"] == "compute"
+    matmul_s = (
+        before["compute_s"] - before["attention_flops"] / H100_SXM_BF16_FLOPS
+    )  # attention unpacks nothing
+    assert after["compute_s"] == pytest.approx(before["compute_s"] + matmul_s, rel=1e-9)
+    fp8 = ("--weights", "fp8", "--maths", "fp8")
+    assert prefill(unpacking, *fp8)["compute_s"] == pytest.approx(
+        prefill(plain, *fp8)["compute_s"], rel=1e-12
+    )
+
+
+def test_a_vendor_reaches_its_own_shares_of_flops_and_of_bandwidth(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On an MI300X (AMD's data sheet: 1,307 TFLOP/s dense bf16, 5.3 TB/s), a profile with
+    vendor amd = 0.5 and vendor_memory amd = 0.8: a prefill's arithmetic at half the peak, a
+    decode step's weights at 0.8 of the bandwidth."""
+    path = write_profile(tmp_path, PERFECT + "vendor = { amd = 0.5 }\nvendor_memory = { amd = 0.8 }\n")
+    shape = ("--model", "llama-3.1-8b", "--gpu", "mi300x", "--prompt-tokens", "4000")
+    out = run_json(capsys, "estimate", *shape, "--engine", path)
+    assert out["decode"]["weight_s"] == pytest.approx(
+        (PARAMS_8B - EMBEDDING_8B) * 2 / (5.3e12 * 0.8), rel=1e-9
+    )
+    linear = 2 * (PARAMS_8B - 2 * EMBEDDING_8B) * 4000 + 2 * EMBEDDING_8B  # no lookup, one lm_head row
+    attention = out["prefill"]["attention_flops"]
+    assert out["prefill"]["compute_s"] == pytest.approx((linear + attention) / (1307e12 * 0.5), rel=1e-9)
+
+
+def test_a_servers_own_process_costs_per_request_and_per_streamed_token(tmp_path: Path) -> None:
+    from ridgeline.engines import get_engine
+
+    costs = "request_s = 0.004, prompt_token_s = 3e-05, stream_token_s = 5e-05"
+    p = get_engine(write_profile(tmp_path, PERFECT + f"overhead = {{ {costs} }}\n"))
+    assert p.server_s(1000, 128_000, 4000) == pytest.approx(1000 * 0.004 + 128_000 * 3e-05 + 4000 * 5e-05)
+    assert get_engine(write_profile(tmp_path, PERFECT, "plain.toml")).server_s(1000, 128_000, 4000) == 0.0
+
+
+def test_the_simulator_charges_a_prefill_one_sequences_cost_not_one_per_token(tmp_path: Path) -> None:
+    """A per-sequence cost of 10 ms and a 2,000-token prompt: its prefill step samples one
+    token, so it costs 10 ms more than the roofline, not 20 s (the estimate agrees)."""
+    from ridgeline.deployment import Deployment
+    from ridgeline.simulate import Workload, simulate
+    from ridgeline.simulate.workload import Lengths
+    from ridgeline.step import prefill_step
+
+    d = Deployment.build(
+        "llama-3.1-8b",
+        "h100-sxm",
+        engine=write_profile(tmp_path, PERFECT + "overhead = { per_sequence_s = 0.01 }\n"),
+    )
+    plain = Deployment.build(
+        "llama-3.1-8b", "h100-sxm", engine=write_profile(tmp_path, PERFECT, "plain.toml")
+    )
+    roofline_s = float(prefill_step(plain, 2000).time_s)
+    one = {"arrival": "constant", "rate_per_s": 1.0, "requests": 1, "duration_s": None}
+    w = Workload(prompt=Lengths("fixed", 2000), output=Lengths("fixed", 1), **one)
+    record = simulate(d, w).records[0]
+    assert record["ttft_s"] == pytest.approx(roofline_s + 0.01, rel=1e-6)
+    assert float(prefill_step(d, 2000).time_s) == pytest.approx(roofline_s + 0.01, rel=1e-9)

@@ -4,8 +4,10 @@ profile has one. No engine ("none") is the lesson as it was.
 
 The profile here is the lesson's roofline plus 2 ms a step: the preset's 60% of peak FLOP/s
 and 80% of bandwidth for every term, no small-matmul penalty, and a fixed cost of 2 ms on
-every pass. So by arithmetic alone its TTFT and TPOT are the lesson's plus 2 ms, and its
-band is the lesson's times its p10 and p90.
+every pass. Like every engine it runs what an engine runs: it looks the input embedding up
+(Llama 3.1 8B's untied 128,256 x 4,096 table, not streamed each step) and runs the lm_head
+on the sampled token only. So by arithmetic alone its TTFT and TPOT are the lesson's, less
+that work, plus 2 ms, and its band is the lesson's times its p10 and p90.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ uncertainty = {{ prefill = {list(PREFILL_BAND)}, decode = {list(DECODE_BAND)} }}
 # The lesson's stage (golden: 55.9 ms to the first token, 6.1 ms a token)
 STAGE_TTFT_S = 0.0559
 STAGE_TPOT_S = 0.0061
+EMBEDDING = 128_256 * 4_096  # Llama 3.1 8B's input table (config.json)
+PROMPT = 2000  # the stage's prompt
 
 
 @pytest.fixture(scope="module")
@@ -74,14 +78,17 @@ def test_no_engine_is_the_lesson_as_it_was(client: TestClient) -> None:
 
 
 def test_an_engines_overhead_makes_every_step_slower_by_it(client: TestClient) -> None:
-    """The profile is the lesson's roofline plus 2 ms a pass: TTFT and TPOT gain 2 ms."""
+    """The profile is the lesson's roofline plus 2 ms a pass: TTFT and TPOT gain 2 ms, less
+    the work an engine does not run."""
     plain = client.get("/api/estimate").json()
     r = client.get("/api/estimate", params={"engine": NAME})
     assert r.status_code == 200
     e = r.json()
-    assert e["tpot_s"] == pytest.approx(plain["tpot_s"] + OVERHEAD_S, rel=1e-9)
-    assert e["ttft_s"] == pytest.approx(plain["ttft_s"] + OVERHEAD_S, rel=1e-9)
-    assert e["tpot_s"] == pytest.approx(STAGE_TPOT_S + OVERHEAD_S, abs=5e-5)
+    table_s = EMBEDDING * 2 / (0.8 * 3.35e12)  # bf16, at the profile's 80% of H100 SXM bandwidth
+    unrun_s = (2 * EMBEDDING * PROMPT + 2 * EMBEDDING * (PROMPT - 1)) / (0.6 * 989e12)  # lookup; lm_head rows
+    assert e["tpot_s"] == pytest.approx(plain["tpot_s"] - table_s + OVERHEAD_S, rel=1e-9)
+    assert e["ttft_s"] == pytest.approx(plain["ttft_s"] - unrun_s + OVERHEAD_S, rel=1e-9)
+    assert e["tpot_s"] == pytest.approx(STAGE_TPOT_S - table_s + OVERHEAD_S, abs=5e-5)
 
 
 def test_the_band_is_the_profiles_p10_and_p90(client: TestClient) -> None:
@@ -96,13 +103,19 @@ def test_the_band_is_the_profiles_p10_and_p90(client: TestClient) -> None:
 
 
 def test_the_simulators_table_is_priced_by_the_engine(client: TestClient) -> None:
-    """Step 15's table, with the profile that adds 2 ms to every pass: every p50 TPOT is
-    slower than the plain roofline's, and the table names the engine."""
+    """Step 15's table, with the profile that adds 2 ms to every pass, and the table names
+    the engine. Under light load a step is mostly decodes, so the p50 TPOT is slower by about
+    the 2 ms (less the embedding table an engine does not stream); near saturation prefill
+    chunks fill the steps, and an engine runs their lm_head on one token a prompt, not on
+    every one as the lesson's ledger does, so the engine's table differs both ways."""
     plain = client.get("/api/slo").json()
     priced = client.get("/api/slo", params={"engine": NAME}).json()
     assert plain["deployment"]["engine"] is None and priced["deployment"]["engine"] == LABEL
+    light = 8.0  # requests/s: well below where the stage's replica saturates
     for a, b in zip(plain["rows"], priced["rows"], strict=True):
-        assert b["tpot_p50_s"] > a["tpot_p50_s"] + 0.5 * OVERHEAD_S, a["rate_per_s"]
+        assert b["tpot_p50_s"] != pytest.approx(a["tpot_p50_s"], rel=1e-3), a["rate_per_s"]
+        if a["rate_per_s"] <= light:
+            assert b["tpot_p50_s"] > a["tpot_p50_s"] + 0.5 * OVERHEAD_S, a["rate_per_s"]
 
 
 @pytest.mark.parametrize("name", sorted(engines()))
@@ -186,9 +199,9 @@ def test_the_engine_menu_in_the_page(browser: Browser, engine_server: str, width
     expect(page.locator("#tpot-band")).to_be_hidden()
 
     engine.select_option(NAME)
-    plain = ridgeline.estimate()
-    expect(page.locator("#tpot")).to_have_text(ms(plain.tpot_s + OVERHEAD_S))
-    lo, hi = ((plain.tpot_s + OVERHEAD_S) * x * 1e3 for x in DECODE_BAND)
+    mine = ridgeline.estimate().tpot_s - EMBEDDING * 2 / (0.8 * 3.35e12) + OVERHEAD_S  # as above
+    expect(page.locator("#tpot")).to_have_text(ms(mine))
+    lo, hi = (mine * x * 1e3 for x in DECODE_BAND)
     expect(page.locator("#tpot-band")).to_have_text(f"p10–p90: {lo:.3g}–{hi:.3g} ms")
     expect(page.locator("#ttft-band")).to_be_visible()
     expect(page.locator("#preset")).to_be_disabled()  # the profile sets the rates

@@ -1,18 +1,30 @@
 """Engine profiles: how close to the roofline a serving engine runs, and why not closer.
 
 The presets take one flat fraction of peak FLOP/s and one of bandwidth for everything. A
-real engine falls short of the roofline for reasons each of which has a physical term here:
+real engine runs less than the lesson's ledger (served_work: the input embedding is looked
+up, the lm_head runs on the sampled tokens alone), and falls short of the roofline for
+reasons each of which has a physical term here:
 
     GEMM FLOP/s      = peak(dtype) x gemm[dtype] x vendor x M / (M + half_m)
                        (M: tokens in the pass; a skinny matmul cannot fill the tensor cores;
                        a MoE's routed experts: x experts, with M the tokens routed to each)
+                       x dequant[w8 | w4] when the weights are narrower than the maths
+                       (weight-only formats unpack every weight inside the matmul)
     attention FLOP/s = peak(dtype) x attention x vendor
-    weight bytes/s   = bandwidth x weights[w16 | w8 | w4] x vendor   (dequantisation costs)
-    KV bytes/s       = bandwidth x kv x vendor
+    weight bytes/s   = bandwidth x weights[w16 | w8 | w4] x vendor_memory   (dequantisation costs)
+    KV bytes/s       = bandwidth x kv x vendor_memory
+                       (a vendor's software stack reaches its own share of the data sheet's
+                       FLOP/s, vendor, and of its bandwidth, vendor_memory: the same as vendor
+                       unless a profile says otherwise)
     step overhead    = (fixed + per_layer x layers) x (1 + tp_scale x log2 tp)
-                       + per_sequence x sequences                     (launches, scheduling, sampling)
+                       + per_sequence x sequences sampled             (launches, scheduling, sampling)
     a collective     = latency[link] + bytes / (link bandwidth x link_efficiency)
     first token      = + first_token_s                                (HTTP, tokenization, queueing)
+    the server       = requests x request_s + prompt tokens x prompt_token_s
+                       + streamed tokens x stream_token_s
+                       (its one process parses, templates and tokenises each request and
+                       detokenises and streams each token, in turn: with every request
+                       queued at once, a run over HTTP takes at least this long)
 
 A profile also carries its scheduler's defaults (admission policy, max sequences, the
 batched-token budget) and, for each regime, the band (p10, p90) of measured / predicted
@@ -25,7 +37,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,9 +49,9 @@ from ridgeline.checks import check_number
 from ridgeline.efficiency import Rates
 from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.hardware import FALLBACK, Accelerator
-from ridgeline.ledger import weight_bytes_per_param
+from ridgeline.ledger import Pass, Work, weight_bytes_per_param
 from ridgeline.parallel import Parallel
-from ridgeline.precision import Precision
+from ridgeline.precision import BITS, Precision
 
 
 class Deployed(Protocol):
@@ -58,6 +70,7 @@ class Deployed(Protocol):
 
 
 WEIGHT_FORMATS = ("w16", "w8", "w4")
+FORMAT_BITS = {"w16": 16.0, "w8": 8.0, "w4": 4.0}
 REGIMES = ("prefill", "decode", "load")
 LINK_KINDS = ("nvlink", "pcie", "xgmi", "none")
 
@@ -85,6 +98,7 @@ class EngineProfile:
     half_m_tokens: float  # the tokens at which a matmul reaches half of that
     attention: float
     experts: float  # a MoE's grouped expert matmuls against a dense one (routing, permutes)
+    dequant: dict[str, float]  # a weight-only format's matmuls against 16-bit ones, by format
     weights: dict[str, float]  # fraction of bandwidth a decode step's weight reads reach, by format
     kv: float
     fixed_s: float
@@ -96,6 +110,10 @@ class EngineProfile:
     link_efficiency: float
     vendor: dict[str, float]
     scheduler: Scheduler = field(default_factory=Scheduler)
+    vendor_memory: dict[str, float] = field(default_factory=dict)  # bandwidth's; vendor's where absent
+    request_s: float = 0.0  # the server's serial work per request (parse, route, respond)
+    prompt_token_s: float = 0.0  # per prompt token (template, tokenise)
+    stream_token_s: float = 0.0  # and per streamed token (detokenise, format, send)
     runs_on: tuple[str, ...] = ()  # the accelerator vendors it supports; empty: any
     uncertainty: dict[str, tuple[float, float]] = field(default_factory=dict)  # regime -> (p10, p90)
     source: str = ""
@@ -112,11 +130,30 @@ class EngineProfile:
     def vendor_factor(self, vendor: str) -> float:
         return self.vendor.get(vendor, self.vendor.get("default", 1.0))
 
+    def vendor_memory_factor(self, vendor: str) -> float:
+        return self.vendor_memory.get(vendor, self.vendor_factor(vendor))
+
     def gemm_efficiency(self, maths: str) -> float:
         for dtype in (maths, *FALLBACK.get(maths, ()), "bf16"):
             if dtype in self.gemm:
                 return self.gemm[dtype]
         return min(self.gemm.values())
+
+    def served_work(self, d: Deployed, p: Pass, work: Work) -> Work:
+        """The pass as an engine runs it. The lesson's ledger multiplies every parameter by
+        every token; an engine looks the input embedding up (no FLOPs, and of an untied table
+        only the tokens' rows are read) and runs the lm_head on the tokens it samples alone."""
+        a = d.arch
+        lookup = 0 if a.tied_embeddings else a.embedding_params  # a table only looked up
+        head = a.embedding_params if a.tied_embeddings else a.lm_head_params
+        flops = work.linear_flops - 2.0 * lookup * p.tokens - 2.0 * head * (p.tokens - p.sampled)
+        weight_bytes = work.weight_bytes - lookup * weight_bytes_per_param(a, d.prec)
+        return replace(work, linear_flops=flops, weight_bytes=weight_bytes)
+
+    def dequant_factor(self, fmt: str, maths: str) -> float:
+        """What a matmul keeps of its rate when it unpacks narrower weights to its maths
+        dtype (int4 weights into fp16 maths); 1 when weights and maths are as wide."""
+        return self.dequant.get(fmt, 1.0) if FORMAT_BITS[fmt] < BITS[maths] else 1.0
 
     def step_overhead_s(self, d: Deployed, sequences: Num) -> Num:
         scale = 1.0 + self.tp_scale * math.log2(d.par.tp)
@@ -124,19 +161,19 @@ class EngineProfile:
 
     def rates(self, d: Deployed, tokens: Num, sequences: Num = 1) -> Rates:
         """What a pass of `tokens` new tokens over `sequences` sequences reaches on `d`."""
-        v = self.vendor_factor(d.hw.vendor_name)
+        v, vm = self.vendor_factor(d.hw.vendor_name), self.vendor_memory_factor(d.hw.vendor_name)
         peak, bw = d.peak_flops, d.hw.bandwidth_bytes_per_s
-        full = peak * self.gemm_efficiency(d.prec.maths) * v
+        fmt = weight_format(8.0 * weight_bytes_per_param(d.arch, d.prec))
+        full = peak * self.gemm_efficiency(d.prec.maths) * v * self.dequant_factor(fmt, d.prec.maths)
         gemm = self._small_m(full, tokens)
         a = d.arch  # a routed expert's matmul sees only the tokens routed to it
         routed = tokens * a.experts_per_token / a.experts if a.is_moe else tokens
         expert = self._small_m(full * self.experts, routed) if a.is_moe else gemm
-        fmt = weight_format(8.0 * weight_bytes_per_param(d.arch, d.prec))
         return Rates(
             linear_flops_per_s=gemm,
             attention_flops_per_s=peak * self.attention * v,
-            weight_bytes_per_s=bw * self.weights[fmt] * v,
-            kv_bytes_per_s=bw * self.kv * v,
+            weight_bytes_per_s=bw * self.weights[fmt] * vm,
+            kv_bytes_per_s=bw * self.kv * vm,
             overhead_s=self.step_overhead_s(d, sequences),
             collective_latency_s=self.collective_latency_s.get(
                 d.hw.link_kind, max(self.collective_latency_s.values())
@@ -149,6 +186,15 @@ class EngineProfile:
         """A matmul of M rows reaches M / (M + half_m) of a large one's rate."""
         return flops_per_s * m / (m + self.half_m_tokens) if self.half_m_tokens > 0 else flops_per_s
 
+    def server_s(self, requests: Num, prompt_tokens: Num, streamed_tokens: Num) -> Num:
+        """The time the server's one process needs for these requests, their prompts and
+        the tokens it streams: the least a run over HTTP takes, however fast the engine."""
+        return (
+            requests * self.request_s
+            + prompt_tokens * self.prompt_token_s
+            + streamed_tokens * self.stream_token_s
+        )
+
     def latency_s(self, link: str) -> float:
         """A collective's latency over this kind of link (the slowest known when unknown)."""
         return self.collective_latency_s.get(link, max(self.collective_latency_s.values()))
@@ -160,12 +206,19 @@ class EngineProfile:
 
 # --- reading profiles -------------------------------------------------------------------
 
-_FRACTION = (1e-4, 1.5)  # a fraction of a peak; a little above 1 lets a fit beat a data sheet
+MAX_SHARE = 1.5  # the most of a peak a profile may claim: a fit may beat a data sheet a little
+_FRACTION = (1e-4, MAX_SHARE)
 _SECONDS = (0.0, 10.0)
 
 
 def _num(where: str, key: str, value: Any, bounds: tuple[float, float]) -> float:
     return check_number(f"{where}: {key}", value, lo=bounds[0], hi=bounds[1])
+
+
+def _weight_format(where: str, key: str) -> bool:
+    if key not in WEIGHT_FORMATS:
+        raise RidgelineError(f"{where}: compute.dequant.{key}: use one of {', '.join(WEIGHT_FORMATS)}")
+    return True
 
 
 def _table(where: str, entry: dict[str, Any], key: str) -> dict[str, Any]:
@@ -235,6 +288,11 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         half_m_tokens=_num(w, "compute.half_m_tokens", compute.get("half_m_tokens", 0.0), (0.0, 1e5)),
         attention=_num(w, "compute.attention", compute.get("attention", min(gemm.values())), _FRACTION),
         experts=_num(w, "compute.experts", compute.get("experts", 1.0), _FRACTION),
+        dequant={
+            k: _num(w, f"compute.dequant.{k}", v, _FRACTION)
+            for k, v in _table(w, compute, "dequant").items()
+            if _weight_format(w, k)
+        },
         weights=weights,
         kv=_num(w, "memory.kv", memory.get("kv", weights["w16"]), _FRACTION),
         fixed_s=_num(w, "overhead.fixed_s", overhead.get("fixed_s", 0.0), _SECONDS),
@@ -242,11 +300,18 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         per_sequence_s=_num(w, "overhead.per_sequence_s", overhead.get("per_sequence_s", 0.0), _SECONDS),
         tp_scale=_num(w, "overhead.tp_scale", overhead.get("tp_scale", 0.0), (0.0, 10.0)),
         first_token_s=_num(w, "overhead.first_token_s", overhead.get("first_token_s", 0.0), _SECONDS),
+        request_s=_num(w, "overhead.request_s", overhead.get("request_s", 0.0), _SECONDS),
+        prompt_token_s=_num(w, "overhead.prompt_token_s", overhead.get("prompt_token_s", 0.0), _SECONDS),
+        stream_token_s=_num(w, "overhead.stream_token_s", overhead.get("stream_token_s", 0.0), _SECONDS),
         collective_latency_s=latency,
         link_efficiency=_num(
             w, "collective.link_efficiency", collective.get("link_efficiency", 1.0), _FRACTION
         ),
         vendor={str(k): _num(w, f"vendor.{k}", v, _FRACTION) for k, v in _table(w, entry, "vendor").items()},
+        vendor_memory={
+            str(k): _num(w, f"vendor_memory.{k}", v, _FRACTION)
+            for k, v in _table(w, entry, "vendor_memory").items()
+        },
         scheduler=scheduler,
         runs_on=tuple(runs_on),
         uncertainty=bands,
@@ -304,7 +369,13 @@ def profile_to_toml(p: EngineProfile) -> str:
         f"source = {_toml_value(p.source)}",
         "compute = "
         + table(
-            {"gemm": p.gemm, "half_m_tokens": p.half_m_tokens, "attention": p.attention, "experts": p.experts}
+            {
+                "gemm": p.gemm,
+                "half_m_tokens": p.half_m_tokens,
+                "attention": p.attention,
+                "experts": p.experts,
+                "dequant": p.dequant,
+            }
         ),
         "memory = " + table({"weights": p.weights, "kv": p.kv}),
         "overhead = "
@@ -315,10 +386,14 @@ def profile_to_toml(p: EngineProfile) -> str:
                 "per_sequence_s": p.per_sequence_s,
                 "tp_scale": p.tp_scale,
                 "first_token_s": p.first_token_s,
+                "request_s": p.request_s,
+                "prompt_token_s": p.prompt_token_s,
+                "stream_token_s": p.stream_token_s,
             }
         ),
         "collective = " + table({"latency_s": p.collective_latency_s, "link_efficiency": p.link_efficiency}),
         f"vendor = {table(p.vendor)}",
+        *([f"vendor_memory = {table(p.vendor_memory)}"] if p.vendor_memory else []),
         "scheduler = "
         + table(
             {

@@ -31,7 +31,10 @@ def price(d: Deployment, p: Pass) -> StepTime:
         from ridgeline.operators import per_op_step
 
         return per_op_step(d, p)
-    return time_work(work_of(d.arch, d.prec, p), d, pass_rates(d, p.tokens, p.sampled))
+    work = work_of(d.arch, d.prec, p)
+    if d.engine is not None:  # an engine samples (runs the lm_head on) only the tokens it emits
+        work = d.engine.served_work(d, p, work)
+    return time_work(work, d, pass_rates(d, p.tokens, p.sampled))
 
 
 def rooflines(d: Deployment, p: Pass) -> list[tuple[Num, Num]]:

@@ -13,13 +13,16 @@ the simulator) for that quantity in the row's own unit:
     static_tput   batch x output / that e2e (per GPU when the source says so)
     tpot          the median decode step of requests kept `batch` at a time (closed loop)
     ttft_load     the median TTFT of requests kept `batch` at a time (closed loop)
-    offline_out   every request queued at t = 0: output tokens / makespan (simulated)
+    offline_out   every request queued at t = 0: output tokens / makespan (simulated); over
+                  HTTP the server's one process hands them to the engine one at a time
+                  (EngineProfile.server_s: its work per request, prompt token and streamed token)
     offline_total the same, (input + output) tokens / makespan
 """
 
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -69,6 +72,7 @@ class Row:
     policy: str | None
     http: bool
     per_gpu: bool
+    lengths: str  # how the requests' lengths spread around the means (fixed when empty)
     measured: float
     unit: str
 
@@ -109,6 +113,7 @@ def rows() -> tuple[Row, ...]:
                 policy=r["policy"] or None,
                 http=bool(r["http"]),
                 per_gpu=bool(r["per_gpu"]),
+                lengths=r["lengths"] or "fixed",
                 measured=float(r["measured"]),
                 unit=r["unit"],
             )
@@ -162,8 +167,8 @@ def predict(row: Row, profile: EngineProfile | None, d: Deployment | None = None
         return _unit(summary["tpot_p50"], row.unit)
     if k == "ttft_load":
         return _unit(summary["ttft_p50"] + http_s, row.unit)
-    tokens = row.output + (row.input if k == "offline_total" else 0)
-    return summary["requests"] * tokens / summary["makespan_s"]
+    tokens = summary["output_tokens"] + (summary["prompt_tokens"] if k == "offline_total" else 0)
+    return tokens / summary["makespan_s"]
 
 
 def _unit(seconds: float, unit: str) -> float:
@@ -173,20 +178,21 @@ def _unit(seconds: float, unit: str) -> float:
 def _simulate(row: Row, d: Deployment) -> dict[str, Any]:
     from ridgeline.simulate import Workload, simulate
     from ridgeline.simulate.run import engine_config
-    from ridgeline.simulate.workload import Lengths
 
     cfg = engine_config(d, row.max_num_seqs, row.max_num_batched_tokens, policy=row.policy)
     seqs = cfg.max_num_seqs
     if cfg.max_num_batched_tokens < seqs:  # vLLM requires a budget of at least one token a sequence
         cfg = replace(cfg, max_num_batched_tokens=seqs)
-    prompt, output = Lengths("fixed", row.input), Lengths("fixed", max(row.output - 1, 1))
+    prompt, output = lengths(row.lengths, row.input), lengths(row.lengths, max(row.output - 1, 1))
     if row.kind in ("tpot", "ttft_load"):
         n = max(row.requests, 4 * row.batch)
         w = Workload(prompt=prompt, output=output, concurrency=row.batch, requests=n, rate_per_s=None)
-    else:  # every request queued at t = 0
+    else:  # every request queued at t = 0; over HTTP the server hands them on one at a time
         n = min(row.requests, max(MAX_SIMULATED_REQUESTS, 3 * seqs))
+        each_s = d.engine.server_s(1, row.input, row.output) if row.http and d.engine is not None else 0.0
+        rate = min(1.0 / each_s, 1e6) if each_s > 0 else 1e6
         w = Workload(
-            prompt=prompt, output=output, arrival="constant", rate_per_s=1e6, requests=n, duration_s=None
+            prompt=prompt, output=output, arrival="constant", rate_per_s=rate, requests=n, duration_s=None
         )
     result = simulate(d, w, engine=cfg)
     s = result.summary
@@ -198,7 +204,33 @@ def _simulate(row: Row, d: Deployment) -> dict[str, Any]:
         "ttft_p50": s.ttft_s.p50,
         "requests": len(result.records),
         "makespan_s": makespan,
+        "output_tokens": sum(r["output_tokens"] for r in recs),
+        "prompt_tokens": sum(r["prompt_tokens"] for r in recs),
     }
+
+
+SHAREGPT_SIGMA = 1.0  # ShareGPT's prompt and reply lengths: heavy-tailed, lognormal about their means
+SHAREGPT_LONGEST = 2048  # vLLM's benchmark drops conversations longer than this
+QUANTILES = 1000
+
+
+def lengths(spec: str, mean: int) -> Any:
+    """The requests' lengths about `mean`: `fixed`, `uniform:W` (SGLang's random dataset at
+    range ratio 0 draws uniformly from 1 to twice the mean), or `sharegpt`: lognormal with
+    sigma SHAREGPT_SIGMA, cut at SHAREGPT_LONGEST and scaled back to the mean, as the
+    quantiles of that distribution."""
+    from statistics import NormalDist
+
+    from ridgeline.simulate.workload import Lengths, parse_lengths
+
+    if spec != "sharegpt":
+        return parse_lengths(spec, mean, "lengths")
+    z = [NormalDist().inv_cdf((i + 0.5) / QUANTILES) for i in range(QUANTILES)]
+    mu = math.log(mean) - SHAREGPT_SIGMA**2 / 2
+    raw = [min(math.exp(mu + SHAREGPT_SIGMA * x), SHAREGPT_LONGEST) for x in z]
+    scale = mean / (sum(raw) / len(raw))
+    values = tuple(max(1, min(round(v * scale), SHAREGPT_LONGEST)) for v in raw)
+    return Lengths("file", mean, 0.0, values)
 
 
 def error(row: Row, predicted: float) -> float:

@@ -59,6 +59,19 @@ def _fmt(name: str) -> Callable[[Row, Any], bool]:
     return lambda r, d: weight_format(8 * weight_bytes_per_param(d.arch, d.prec)) == name
 
 
+def _dequant(name: str) -> Callable[[Row, Any], bool]:
+    def uses(r: Row, d: Any) -> bool:
+        fmt = weight_format(8 * weight_bytes_per_param(d.arch, d.prec))
+        return fmt == name and d.engine.dequant_factor(fmt, d.prec.maths) != 1.0
+
+    return uses
+
+
+def _served(r: Row, d: Any) -> bool:
+    """An offline run over HTTP: the server's own process may bound it."""
+    return r.http and r.kind.startswith("offline")
+
+
 def _multi(link: str) -> Callable[[Row, Any], bool]:
     return lambda r, d: r.tp > 1 and d.hw.link_kind == link
 
@@ -75,7 +88,9 @@ PARAMS = (
     Param("gemm.fp4", 0.05, 1.0, 0.5, _maths("fp4"), "fp4 matmuls, of the fp4 peak"),
     Param("attention", 0.05, 1.0, 0.5, _always, "attention kernels, of the peak"),
     Param("experts", 0.1, 1.0, 0.5, lambda r, d: d.arch.is_moe, "grouped expert matmuls against dense"),
-    Param("half_m_tokens", 1.0, 4096.0, 1.0, _always, "tokens at which a matmul reaches half its rate"),
+    Param("dequant.w8", 0.2, 1.0, 0.4, _dequant("w8"), "8-bit weight-only matmuls against 16-bit ones"),
+    Param("dequant.w4", 0.2, 1.0, 0.4, _dequant("w4"), "4-bit weight-only matmuls against 16-bit ones"),
+    Param("half_m_tokens", 1.0, 512.0, 0.5, _always, "tokens at which a matmul reaches half its rate"),
     Param("weights.w16", 0.3, 1.0, 0.2, _fmt("w16"), "bandwidth reached streaming 16-bit weights"),
     Param("weights.w8", 0.2, 1.0, 0.3, _fmt("w8"), "bandwidth reached streaming 8-bit weights"),
     Param("weights.w4", 0.1, 1.0, 0.3, _fmt("w4"), "bandwidth reached streaming 4-bit weights (dequantised)"),
@@ -85,7 +100,13 @@ PARAMS = (
     Param("per_sequence_s", 1e-8, 1e-3, 1.0, lambda r, d: r.batch > 1 or r.regime == "load", "per sequence"),
     Param("tp_scale", 1e-3, 2.0, 1.0, lambda r, d: r.tp > 1, "growth of the step's cost per doubling of TP"),
     Param("first_token_s", 1e-4, 0.5, 1.0, lambda r, d: r.http and r.kind in ("ttft", "ttft_load"), "HTTP"),
-    Param("vendor.amd", 0.1, 1.5, 0.5, lambda r, d: d.hw.vendor_name == "amd", "AMD's software stack"),
+    # a server's own costs differ by an order of magnitude between designs (C++, Python,
+    # detokenising in its main process or in workers): wide priors
+    Param("request_s", 1e-4, 0.05, 1.5, _served, "the server's serial work per request"),
+    Param("prompt_token_s", 1e-7, 2e-4, 1.5, _served, "the server's serial work per prompt token"),
+    Param("stream_token_s", 1e-6, 1e-3, 1.5, _served, "the server's serial work per streamed token"),
+    Param("vendor.amd", 0.1, 1.5, 0.5, lambda r, d: d.hw.vendor_name == "amd", "AMD's stack, of the FLOP/s"),
+    Param("vendor_memory.amd", 0.1, 1.5, 0.5, lambda r, d: d.hw.vendor_name == "amd", "and of the bandwidth"),
     Param("collective_latency_s.nvlink", 2e-6, 1e-4, 0.7, _multi("nvlink"), "an all-reduce over NVLink"),
     Param("collective_latency_s.pcie", 5e-6, 1e-3, 0.7, _multi("pcie"), "an all-reduce over PCIe"),
     Param("collective_latency_s.xgmi", 2e-6, 2e-4, 0.7, _multi("xgmi"), "an all-reduce over Infinity Fabric"),
@@ -121,13 +142,14 @@ class Problem:
 
 
 def problem(prior: EngineProfile, rows: Sequence[Row]) -> Problem:
-    params = tuple(p for p in PARAMS if _present(prior, p.key))
+    params = tuple(p for p in PARAMS if has(prior, p.key))
     deps = [corpus.deployment(r, prior) for r in rows]
     uses = tuple(tuple(p.uses(r, d) for p in params) for r, d in zip(rows, deps, strict=True))
     return Problem(prior, tuple(rows), params, uses)
 
 
-def _present(p: EngineProfile, key: str) -> bool:
+def has(p: EngineProfile, key: str) -> bool:
+    """Whether the profile has this parameter ("gemm.int8" only where it lists int8)."""
     head, _, tail = key.partition(".")
     value = getattr(p, head)
     return tail in value if tail else True

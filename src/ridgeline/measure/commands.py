@@ -415,7 +415,7 @@ def fit(
         results, model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep,
         preset=preset, gpu_file=gpu_file, method=method,
     )  # fmt: skip
-    result = run(m, recs)
+    result = run(m, recs, served=base is not None)
     source = f"ridgeline fit {src.name}"
     if base is not None:
         profile = as_engine(result, m, base, f"{base.name}-{m.hw.name}", source)

@@ -276,9 +276,12 @@ class Engine:
                 c0, m0, f0 = model.by_tokens.get(tokens) or model.at_tokens(tokens)
                 compute = c0 + model.pair_s[0] * pairs
                 memory = m0 + model.cached_s[0] * cached
+                if chunks and model.per_sampled:
+                    per_c, per_f = model.sampled_at(tokens)
+                    extra = self.sampled(chunks) - tokens
+                    compute += per_c * extra
+                    f0 += per_f * extra
                 dt = (compute if compute > memory else memory) + f0
-                if chunks and model.sampled_s:
-                    dt += model.sampled_s * (self.sampled(chunks) - tokens)
             else:
                 dt = model.time_s(tokens, [pairs], [cached], self.sampled(chunks))
             self.record(dt, 1, tokens, pairs, cached)

@@ -44,11 +44,10 @@ class StepModel:
             unit = [PROBE if i == g else 0.0 for i in range(len(self.groups))]
             self.pair_s.append((float(self.core(1, unit, zeros).compute_s) - float(base.compute_s)) / PROBE)
             self.cached_s.append((float(self.core(1, zeros, unit).memory_s) - float(base.memory_s)) / PROBE)
-        # fixed seconds per sequence sampled (an engine profile's per-sequence cost): a step's
-        # T-only part counts every token as a sequence, a prefill chunk samples one at most
-        self.sampled_s = (
-            float(self.core(1, zeros, zeros, 1.0 + PROBE).overhead_s) - float(base.overhead_s)
-        ) / PROBE
+        # An engine runs its lm_head, and pays its per-sequence cost, only for the tokens it
+        # samples: the T-only part samples every token, a prefill chunk one at most.
+        self.by_sampled: dict[int, tuple[float, float]] = {}
+        self.per_sampled = self.sampled_at(1) != (0.0, 0.0)
         # The affine reading holds for the lesson's one roofline a pass; the per-op method's
         # sum of maxima has no such form, so every step goes to the core.
         self.exact = m.method == "lesson" and self._reproduces_core()
@@ -70,6 +69,19 @@ class StepModel:
             s = self.core(tokens, zeros, zeros)
             found = (float(s.compute_s), float(s.memory_s), float(s.comm_s) + float(s.overhead_s))
             self.by_tokens[tokens] = found
+        return found
+
+    def sampled_at(self, tokens: int) -> tuple[float, float]:
+        """(compute_s, fixed_s) per token sampled beyond a step of T tokens' own T."""
+        found = self.by_sampled.get(tokens)
+        if found is None:
+            zeros = [0.0] * len(self.groups)
+            base, more = self.core(tokens, zeros, zeros), self.core(tokens, zeros, zeros, tokens + PROBE)
+            found = (
+                (float(more.compute_s) - float(base.compute_s)) / PROBE,
+                (float(more.overhead_s) - float(base.overhead_s)) / PROBE,
+            )
+            self.by_sampled[tokens] = found
         return found
 
     def terms(self, tokens: int, pairs: list[float], cached: list[float]) -> tuple[float, float, float]:
@@ -94,8 +106,10 @@ class StepModel:
             mem = m0 + self.cached_s[0] * cached[0]
         else:
             c, mem, f0 = self.terms(tokens, pairs, cached)
-        if sampled is not None and self.sampled_s:
-            f0 += self.sampled_s * (sampled - tokens)
+        if sampled is not None and self.per_sampled:
+            per_c, per_f = self.sampled_at(tokens)
+            c += per_c * (sampled - tokens)
+            f0 += per_f * (sampled - tokens)
         return (c if c > mem else mem) + f0
 
     def decode_run(
@@ -116,7 +130,9 @@ class StepModel:
         sampled = 5.0
         direct = self.core(tokens, pairs, cached, sampled)
         c0, m0, f0 = self.at_tokens(tokens)
-        f0 += self.sampled_s * (sampled - tokens)
+        per_c, per_f = self.sampled_at(tokens)
+        c0 += per_c * (sampled - tokens)
+        f0 += per_f * (sampled - tokens)
         c = c0 + sum(a * p for a, p in zip(self.pair_s, pairs, strict=True))
         mem = m0 + sum(b * x for b, x in zip(self.cached_s, cached, strict=True))
         want = (
