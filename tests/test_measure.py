@@ -255,6 +255,23 @@ def test_fit_writes_a_calibration_that_estimate_accepts(tmp_path: Path) -> None:
     assert json.loads(est.stdout)["tpot_s"] == pytest.approx(measured, rel=1e-6)
 
 
+def test_fit_names_what_it_wrote_and_the_flag_that_reads_it(tmp_path: Path) -> None:
+    """fit writes a calibration for --calibration, or with --engine a profile for --engine;
+    its report says which, and the file loads where it says."""
+    path = _write(tmp_path / "sweep.jsonl", _synthetic_sweep())
+    plain = run_cli("fit", str(path), "--model", "llama-3.1-8b", "--gpu", "h100-sxm")
+    assert plain.returncode == 0, plain.stderr
+    assert "calibration written to" in plain.stdout and "--calibration" in plain.stdout
+    out = tmp_path / "p.toml"
+    args = ("fit", str(path), "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm")
+    profiled = run_cli(*args, "--out", str(out))
+    assert profiled.returncode == 0, profiled.stderr
+    said = " ".join(profiled.stdout.split())  # the table wraps long lines
+    assert "engine profile written to" in said and "--engine" in said and "calibration" not in said
+    est = run_cli("estimate", "--gpu", "h100-sxm", "--engine", str(out), "--json")
+    assert est.returncode == 0, est.stderr
+
+
 def test_fit_with_one_point_holds_what_it_cannot_determine(tmp_path: Path) -> None:
     path = _write(tmp_path / "one.jsonl", [_record(2000, 101, 0.35, 0.0064)] * 3)
     out = tmp_path / "cal.json"

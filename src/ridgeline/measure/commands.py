@@ -430,7 +430,7 @@ def fit(
         )
         _emit(result.to_dict() | written)  # its warnings are in the JSON
         return
-    render.fit(result, str(path))
+    render.fit(result, str(path), profile=base is not None)
 
 
 def probe(

@@ -195,7 +195,7 @@ def compare(c: Comparison) -> None:
         console.print(f"[dim]note:[/] {escape(note)}")
 
 
-def fit(f: Fit, path: str | None) -> None:
+def fit(f: Fit, path: str | None, profile: bool = False) -> None:
     u = f.uncertainty
 
     def pm(value: float, sd: float | None, fmt: Any) -> str:
@@ -242,7 +242,12 @@ def fit(f: Fit, path: str | None) -> None:
             )
     for w in f.warnings:  # part of the report: stderr keeps to one line, for errors
         console.print(f"[yellow]warning:[/] {escape(w)}")
-    if path:
+    if path and profile:
+        console.print(
+            f"engine profile written to {escape(path)}: pass it to `estimate`, `simulate` or `plan` "
+            f"with --engine {escape(path)}"
+        )
+    elif path:
         console.print(
             f"calibration written to {escape(path)}: pass it to `estimate` or `simulate` with --calibration"
         )
