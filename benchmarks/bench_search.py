@@ -187,7 +187,7 @@ def pool_of_one() -> Any:
 def executors(requests: int) -> dict[str, Any]:
     """The same 96-point search, run exhaustively (every point whole: the scaling of the
     simulator itself): in this process, on pools of 1 and 2, and on a local Ray."""
-    from ridgeline.search.executors import Executor
+    from ridgeline.search.executors import Executor, connect
     from ridgeline.search.run import search
     from ridgeline.search.space import make_space
 
@@ -214,15 +214,8 @@ def executors(requests: int) -> dict[str, Any]:
         except ImportError:
             return out
         os.environ.pop("RAY_ADDRESS", None)
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         t0 = time.perf_counter()
-        ray.init(
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            _node_ip_address="127.0.0.1",
-            log_to_driver=False,
-        )
+        connect(ray, "local", 2)  # search's own start of a local Ray: loopback only
         out["ray_init_s"] = time.perf_counter() - t0
         try:
             ray_s = timed("ray", Executor("ray", 2, "auto"))

@@ -24,7 +24,7 @@ from ridgeline.cli import main
 from ridgeline.engines import get_engine
 from ridgeline.models import get_model
 from ridgeline.search.answer import pareto_front
-from ridgeline.search.executors import Executor, check_ray_address
+from ridgeline.search.executors import Executor, check_ray_address, connect
 from ridgeline.search.fidelity import Least
 from ridgeline.search.launch import launch
 from ridgeline.search.prune import bounds, demand, prune
@@ -151,15 +151,8 @@ def test_ray_returns_the_same_rows_as_the_process_pool(
     equal the process pool's, point for point, because a point's seed comes from its key."""
     ray = pytest.importorskip("ray")
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
     pool = search_json(capsys, *SMALL, *TRAFFIC, "--workers", "2", "--out", str(tmp_path / "pool"))
-    ray.init(
-        address="local",
-        num_cpus=2,
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-    )
+    connect(ray, "local", 2)  # search's own start of a local Ray: loopback only
     try:
         on_ray = search_json(capsys, *SMALL, *TRAFFIC, "--ray", "auto", "--out", str(tmp_path / "ray"))
     finally:

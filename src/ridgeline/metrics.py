@@ -233,18 +233,25 @@ def percentiles_linear(x: Any, qs: Iterable[float]) -> list[float]:
     import numpy as np
 
     n = int(x.size)
-    marks = []
-    for q in qs:
-        h = (n - 1) * np.true_divide(q, 100)  # the virtual index, as numpy computes it
-        lo = int(np.floor(h))
-        marks.append((h, lo, min(lo + 1, n - 1)))
+    marks = [_virtual_index(n, q) for q in qs]
     part = np.partition(x, sorted({i for _, lo, hi in marks for i in (lo, hi)}))
-    out = []
-    for h, lo, hi in marks:
-        a, b = part[lo], part[hi]
-        t, d = h - lo, part[hi] - part[lo]
-        out.append(float(b - d * (1 - t) if t >= 0.5 else a + d * t))  # numpy's _lerp
-    return out
+    return [float(_lerp(part[lo], part[hi], h - lo)) for h, lo, hi in marks]
+
+
+def _virtual_index(n: int, q: float) -> tuple[float, int, int]:
+    """numpy's `linear` percentile of n values reads between the order statistics lo and hi
+    at the virtual index h = (n - 1) x q / 100, computed as numpy computes it."""
+    import numpy as np
+
+    h = (n - 1) * np.true_divide(q, 100)
+    lo = int(np.floor(h))
+    return h, lo, min(lo + 1, n - 1)
+
+
+def _lerp(a: Any, b: Any, t: float) -> Any:
+    """numpy's _lerp: from the nearer end, so the same to the last digit."""
+    d = b - a
+    return b - d * (1 - t) if t >= 0.5 else a + d * t
 
 
 def _samples(values: Any) -> Any:
@@ -288,9 +295,7 @@ def p99_of_resamples(x: Any, idx: Any) -> Any:
     import numpy as np
 
     k, n = idx.shape
-    h = (n - 1) * np.true_divide(99, 100)
-    lo = int(np.floor(h))
-    hi = min(lo + 1, n - 1)
+    h, lo, hi = _virtual_index(n, 99)
     need = n - lo  # the order statistics from lo up: the row's `need` largest
     keep = min(n, 2 * need + 6 * int(math.sqrt(need)) + 8)
     tau = np.partition(x, n - keep)[n - keep]
@@ -308,9 +313,7 @@ def p99_of_resamples(x: Any, idx: Any) -> Any:
         whole = x[idx[short]]
         whole.partition(sorted({lo, hi}), axis=1)
         a[short], b[short] = whole[:, lo], whole[:, hi]
-    t = h - lo
-    d = b - a
-    return b - d * (1 - t) if t >= 0.5 else a + d * t  # numpy's _lerp
+    return _lerp(a, b, h - lo)
 
 
 @dataclass(frozen=True)

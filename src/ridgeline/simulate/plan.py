@@ -399,7 +399,7 @@ def capacity(
         rates, more = screen(n)
         trials += more
     mean, sd = statistics.fmean(rates), statistics.stdev(rates)
-    best = min(mean - 2 * sd, min(rates))
+    best = seeds_estimate(rates)
     runs = 1 if screen_n == n else CONFIRM_SEEDS
     res, confirm = confirmed(m, workload, cfg, slo, best, n, runs, seeds, floor, sd / mean, tick)
     best = confirm[0].rate_per_s
@@ -409,7 +409,7 @@ def capacity(
     prompt_mean = statistics.fmean(res.reqs.prompt)
     output_mean = statistics.fmean(res.reqs.output) + 1  # tokens emitted: M + 1
     fleet_rate = best if target_rate_per_s is None else target_rate_per_s
-    replicas = max(1, math.ceil(fleet_rate / best - 1e-9))
+    replicas = replicas_for(fleet_rate, best)
     gpus = replicas * m.par.gpus
     usd_per_hour = gpus * price
     tokens_per_hour = fleet_rate * 3600.0
@@ -460,18 +460,27 @@ def capacity(
     )
 
 
+def seeds_estimate(rates: list[float]) -> float:
+    """The rate the seeds' runs meet about 98% of the time: mean - 2 sd, and no more than the
+    lowest seed's."""
+    return min(statistics.fmean(rates) - 2 * statistics.stdev(rates), min(rates))
+
+
+def replicas_for(fleet_rate_per_s: float, rate_per_replica: float) -> int:
+    """Replicas of `rate_per_replica` each that carry the fleet's rate (at least one)."""
+    return max(1, math.ceil(fleet_rate_per_s / rate_per_replica - 1e-9))
+
+
 def settled(rates: list[float], target_rate_per_s: float | None) -> bool:
     """The screen decides the fleet: its estimate (mean - 2 sd) and the seeds' mean rate need
     the same number of replicas for the target. Without a target there is no fleet to size,
     and the screen's estimate stands once confirmed."""
     if target_rate_per_s is None:
         return True
-    lo = min(statistics.fmean(rates) - 2 * statistics.stdev(rates), min(rates))
+    lo = seeds_estimate(rates)
     if lo <= 0:
         return False
-    return math.ceil(target_rate_per_s / lo - 1e-9) == math.ceil(
-        target_rate_per_s / statistics.fmean(rates) - 1e-9
-    )
+    return replicas_for(target_rate_per_s, lo) == replicas_for(target_rate_per_s, statistics.fmean(rates))
 
 
 def confirmed(
