@@ -35,6 +35,21 @@ def package_names(folder: str, suffix: str) -> tuple[str, ...]:
     )
 
 
+# The package's TOML tables as parsed JSON (scripts/parse_data.py writes them; the data
+# test holds each equal to its TOML). A process that reads the catalogue then needs json,
+# which it loads anyway for its output, and not tomllib, which costs a CLI start ~5 ms.
+PARSED = "parsed"
+
+
+def package_table(name: str) -> dict[str, Any]:
+    """A TOML table of the package (`gpus.toml`), read from its parsed twin."""
+    stem = name.removesuffix(".toml")
+    data = loads_json(package_text(PARSED, f"{stem}.json"))
+    if not isinstance(data, dict):
+        raise RidgelineError(f"data/{PARSED}/{stem}.json must hold an object; run scripts/parse_data.py")
+    return data
+
+
 # A user's data file (accelerators, calibration, a model's config) is a few kilobytes; a
 # records file or trace can be large, and its readers stream it line by line instead.
 MAX_DATA_FILE_BYTES = 16 * 1024 * 1024

@@ -139,7 +139,7 @@ def _entries(data: dict[str, Any], where: str) -> dict[str, Accelerator]:
 
 @lru_cache(maxsize=1)
 def builtin_catalogue() -> dict[str, Accelerator]:
-    return _entries(_files.parse(_files.package_text("gpus.toml"), "gpus.toml"), "gpus.toml")
+    return _entries(_files.package_table("gpus.toml"), "gpus.toml")
 
 
 def user_files(gpu_file: str | Path | None = None) -> list[str]:
