@@ -11,10 +11,12 @@ RIDGEPOINT=/path/to/ridgepoint).
 
 In process, one request (Llama 3.1 8B on an H100 SXM, 2,000 tokens in, 500 out) is priced
 in a loop by each tool in its own Python, in the same interleaved rounds: ridgeline's
-`estimate()`, ridgepoint's `fit` (a Rust extension: RIDGEPOINT_PYTHON=/path/to/python, or
-installed beside ridgeline) and llm-analysis's `LLMAnalysis(...).inference` (its catalogue
-has no Llama 3 and its model config cannot hold an MLP of 3.5 x hidden, so its Llama 2 7B at
-the same 60% / 80% efficiencies; LLM_ANALYSIS_PYTHON=/path/to/python).
+`estimate()` (the timeline: TTFT, TPOT and the rest derive from it on first use) and
+`estimate().to_dict()` (every part, the memory plan and the explanation too), ridgepoint's
+`fit` (a Rust extension: RIDGEPOINT_PYTHON=/path/to/python, or installed beside ridgeline)
+and llm-analysis's `LLMAnalysis(...).inference` (its catalogue has no Llama 3 and its model
+config cannot hold an MLP of 3.5 x hidden, so its Llama 2 7B at the same 60% / 80%
+efficiencies; LLM_ANALYSIS_PYTHON=/path/to/python).
 
 Run: python benchmarks/bench_estimate.py   (figures go into the README by hand)
      python -X importtime -m ridgeline estimate --json 2>&1 >/dev/null | sort -t'|' -k2 -n | tail
@@ -35,6 +37,8 @@ from pathlib import Path
 # Each tool's call, as the loop below runs it in that tool's own Python.
 CALLS = {
     "ridgeline": "from ridgeline import estimate\ncall = estimate",
+    # The result's other parts are derived on first use; this asks for every one of them.
+    "ridgeline_whole": "from ridgeline import estimate\ncall = lambda: estimate().to_dict()",
     "ridgepoint": "import ridgepoint\ncall = lambda: ridgepoint.fit('llama-3-8b', 'h100-80gb')",
     "llm_analysis": """
 import logging
@@ -66,7 +70,7 @@ print(statistics.median(times))
 def tool_pythons() -> dict[str, str]:
     """The Python each tool runs in: this one for ridgeline; a peer's from its variable, or
     this one when the peer is installed here; peers found nowhere are left out."""
-    found = {"ridgeline": sys.executable}
+    found = {"ridgeline": sys.executable, "ridgeline_whole": sys.executable}
     for tool, variable in (("ridgepoint", "RIDGEPOINT_PYTHON"), ("llm_analysis", "LLM_ANALYSIS_PYTHON")):
         python = os.environ.get(variable)
         if python or importlib.util.find_spec(tool) is not None:
@@ -126,7 +130,7 @@ if __name__ == "__main__":
     calls, cold = in_process(), cold_starts()
     bare = cold["bare_python"]
     est = calls["ridgeline"]
-    report: dict[str, float] = {"estimate_in_process_s": est}
+    report: dict[str, float] = {"estimate_in_process_s": est, "estimate_to_dict_s": calls["ridgeline_whole"]}
     if "ridgepoint" in calls:
         report["ridgepoint_fit_in_process_s"] = calls["ridgepoint"]
         report["in_process_over_ridgepoint"] = est / calls["ridgepoint"]

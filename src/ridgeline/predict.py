@@ -111,43 +111,136 @@ class Training:
 
 @dataclass(frozen=True)
 class Estimate:
-    """One request on one deployment. The memory plan and the explanation are worked out
-    when first asked for (they cost more than the timeline), and `to_dict()` asks."""
+    """One request on one deployment. Its timeline is worked out when it is made; every
+    other part is derived from the timeline on first use, so a sweep that reads `ttft_s`
+    and `tpot_s` pays for nothing else, and `to_dict()` asks for them all."""
 
-    inputs: dict[str, Any]
-    model: ModelInfo
-    gpu: GpuInfo
-    prefill: Phase
-    decode: Phase  # the first decode step
-    ttft_s: float
-    tpot_s: float
-    total_s: float
-    decode_share: float
-    tokens_per_s: float
-    batch_tokens_per_s: float
-    ridge: float
-    effective_ridge: float
-    cost: Cost
-    parallel: ParallelInfo
-    training: Training
-    uncertainty: dict[str, list[float]] | None  # an engine profile's p10-p90 band, per time
-    deployment: Deployment = field(repr=False, compare=False)
-    timeline: Timeline = field(repr=False, compare=False)
+    deployment: Deployment
+    timeline: Timeline = field(repr=False)
+    prompt: int
+    output: int
+    batch: int
+    price_per_gpu_hour_usd: float
+
+    @property
+    def ttft_s(self) -> float:
+        return self.timeline.ttft_s
+
+    @property
+    def tpot_s(self) -> float:
+        return self.timeline.tpot_s
+
+    @property
+    def total_s(self) -> float:
+        return self.timeline.total_s
+
+    @property
+    def decode_share(self) -> float:
+        return self.timeline.decode_share
+
+    @property
+    def tokens_per_s(self) -> float:
+        return 1.0 / self.tpot_s
+
+    @property
+    def batch_tokens_per_s(self) -> float:
+        return self.batch / self.tpot_s
+
+    @property
+    def ridge(self) -> float:
+        return self.deployment.ridge
+
+    @property
+    def effective_ridge(self) -> float:
+        return self.deployment.effective_ridge
+
+    @cached_property
+    def inputs(self) -> dict[str, Any]:
+        m = self.deployment
+        return {
+            "model": m.arch.name,
+            "gpu": m.hw.name,
+            "weights": m.prec.weights,
+            "maths": m.prec.maths,
+            "kv_dtype": m.prec.kv,
+            "prompt": self.prompt,
+            "output": self.output,
+            "batch": self.batch,
+            "tp": m.par.tp,
+            "pp": m.par.pp,
+            "ep": m.par.ep,
+            "preset": m.preset,
+            "calibration": m.calibration,
+            "engine": m.engine.name if m.engine else None,
+            "method": m.method,
+            "compute_eff": m.eff.compute,
+            "bandwidth_eff": m.eff.bandwidth,
+            "step_overhead_s": m.eff.step_overhead_s,
+            "ttft_offset_s": m.ttft_offset_s,
+            "price_per_gpu_hour_usd": self.price_per_gpu_hour_usd,
+        }
+
+    @cached_property
+    def model(self) -> ModelInfo:
+        a = self.deployment.arch
+        return ModelInfo(
+            a.name, a.family, a.parameters, a.active_parameters, a.layers, a.hidden, a.max_context
+        )
+
+    @cached_property
+    def gpu(self) -> GpuInfo:
+        m, hw = self.deployment, self.deployment.hw
+        return GpuInfo(
+            hw.name,
+            hw.label,
+            m.peak_flops,
+            hw.bandwidth_bytes_per_s,
+            hw.memory_bytes,
+            hw.interconnect_bytes_per_s,
+        )
+
+    @cached_property
+    def prefill(self) -> Phase:
+        return Phase.of(self.timeline.prefill)
+
+    @cached_property
+    def decode(self) -> Phase:
+        """The first decode step."""
+        return Phase.of(self.timeline.first_decode)
+
+    @cached_property
+    def cost(self) -> Cost:
+        gpus = self.deployment.par.gpus
+        return token_cost(
+            self.price_per_gpu_hour_usd, gpus, self.ttft_s, self.tpot_s, self.prompt, self.batch
+        )
+
+    @cached_property
+    def parallel(self) -> ParallelInfo:
+        par, first = self.deployment.par, self.timeline.first_decode
+        share = float(first.comm_s) / float(first.time_s)
+        return ParallelInfo(par.tp, par.pp, par.ep, par.gpus, par.pipeline_bubble, share)
+
+    @cached_property
+    def training(self) -> Training:
+        return Training(training_flops_per_token(self.deployment.arch), TRAINING_BYTES_PER_PARAM)
+
+    @cached_property
+    def uncertainty(self) -> dict[str, list[float]] | None:
+        """An engine profile's p10-p90 band, per time."""
+        return uncertainty(self.deployment, self.timeline)
 
     @cached_property
     def memory(self) -> MemoryPlan:
         from ridgeline.memory import plan
 
-        i = self.inputs
-        return plan(self.deployment, i["prompt"] + i["output"], i["batch"])
+        return plan(self.deployment, self.prompt + self.output, self.batch)
 
     @cached_property
     def explain(self) -> list[str]:
         from ridgeline.explain import explain
 
-        return explain(
-            self.deployment, self.timeline, self.memory, self.inputs["prompt"], self.inputs["batch"]
-        )
+        return explain(self.deployment, self.timeline, self.memory, self.prompt, self.batch)
 
     def to_dict(self) -> dict[str, Any]:
         """`ridgeline estimate --json`: every key, in a stable order."""
@@ -236,70 +329,4 @@ def estimate_on(
 
 
 def assemble(m: Deployment, prompt: int, output: int, batch: int, price: float) -> Estimate:
-    t: Timeline = request_timeline(m, prompt, output, batch)
-    ttft_s, tpot_s = t.ttft_s, t.tpot_s
-    arch, hw, par = m.arch, m.hw, m.par
-    return Estimate(
-        inputs={
-            "model": arch.name,
-            "gpu": hw.name,
-            "weights": m.prec.weights,
-            "maths": m.prec.maths,
-            "kv_dtype": m.prec.kv,
-            "prompt": prompt,
-            "output": output,
-            "batch": batch,
-            "tp": par.tp,
-            "pp": par.pp,
-            "ep": par.ep,
-            "preset": m.preset,
-            "calibration": m.calibration,
-            "engine": m.engine.name if m.engine else None,
-            "method": m.method,
-            "compute_eff": m.eff.compute,
-            "bandwidth_eff": m.eff.bandwidth,
-            "step_overhead_s": m.eff.step_overhead_s,
-            "ttft_offset_s": m.ttft_offset_s,
-            "price_per_gpu_hour_usd": price,
-        },
-        model=ModelInfo(
-            arch.name,
-            arch.family,
-            arch.parameters,
-            arch.active_parameters,
-            arch.layers,
-            arch.hidden,
-            arch.max_context,
-        ),
-        gpu=GpuInfo(
-            hw.name,
-            hw.label,
-            m.peak_flops,
-            hw.bandwidth_bytes_per_s,
-            hw.memory_bytes,
-            hw.interconnect_bytes_per_s,
-        ),
-        prefill=Phase.of(t.prefill),
-        decode=Phase.of(t.first_decode),
-        ttft_s=ttft_s,
-        tpot_s=tpot_s,
-        total_s=t.total_s,
-        decode_share=t.decode_share,
-        tokens_per_s=1.0 / tpot_s,
-        batch_tokens_per_s=batch / tpot_s,
-        ridge=m.ridge,
-        effective_ridge=m.effective_ridge,
-        cost=token_cost(price, par.gpus, ttft_s, tpot_s, prompt, batch),
-        parallel=ParallelInfo(
-            par.tp,
-            par.pp,
-            par.ep,
-            par.gpus,
-            par.pipeline_bubble,
-            float(t.first_decode.comm_s) / float(t.first_decode.time_s),
-        ),
-        training=Training(training_flops_per_token(arch), TRAINING_BYTES_PER_PARAM),
-        uncertainty=uncertainty(m, t),
-        deployment=m,
-        timeline=t,
-    )
+    return Estimate(m, request_timeline(m, prompt, output, batch), prompt, output, batch, price)

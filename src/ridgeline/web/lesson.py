@@ -35,7 +35,7 @@ import html
 import math
 import re
 import sys
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,7 @@ from markdown_it import MarkdownIt
 
 from ridgeline._format import seconds, si
 from ridgeline.errors import RidgelineError
-from ridgeline.predict import Estimate
+from ridgeline.predict import JSON_KEYS
 from ridgeline.web.view import STATE_KEYS, State, estimate_dict, roofline_dict
 
 if sys.version_info >= (3, 11):
@@ -103,7 +103,7 @@ def parse_step(text: str, name: str, n: int) -> Step:
     meta = tomllib.loads(parts[1])
     state = _state(State(), meta.get("state", {}), name)
     compare = {key: _state(state, changes, name) for key, changes in meta.get("compare", {}).items()}
-    clash = set(compare) & ({f.name for f in fields(Estimate)} | {"roofline"})
+    clash = set(compare) & {*JSON_KEYS, "roofline"}
     if clash:
         raise RidgelineError(f"{name}: comparison names {sorted(clash)} hide estimate keys; rename them")
     drill = meta.get("drill")
