@@ -29,7 +29,7 @@ from ridgeline.simulate.kvcache import MAX_BLOCK_TOKENS, KvCache
 from ridgeline.simulate.policy import Chunk, Policy
 from ridgeline.simulate.requests import DECODE, DONE, PREFILL, WAITING, Requests
 from ridgeline.simulate.scheduler import POLICIES
-from ridgeline.simulate.steptime import DecodeRun, StepModel
+from ridgeline.simulate.steptime import StepModel
 
 MAX_ITERATIONS = 100_000_000  # engine steps (or jumped runs) of one replica in one run
 
@@ -95,7 +95,10 @@ class Engine:
         pinned_blocks: int = 0,
         replica: int = 0,
         follow_up: Callable[[int, float], int | None] | None = None,
+        trace: bool = True,
     ) -> None:
+        """`trace`: keep a row per step for the summary's utilisation (a run judged on its
+        requests alone, as a search's, needs none)."""
         self.reqs = reqs
         self.model = model
         self.cfg = cfg
@@ -121,7 +124,10 @@ class Engine:
         self.admitted = 0
         self.preemptions = 0
         self.finished: list[float] = []  # finish times, in order
+        self.done: list[int] = []  # the requests that finished, in the same order
+        self.iterations = 0  # steps taken one at a time plus closed-form runs
         self.trace = Trace(len(model.groups))
+        self.tracing = trace
         tr = self.trace
         self._appends = (
             tr.t_s.append,
@@ -148,51 +154,48 @@ class Engine:
         return not (self.n_decoding or self.prefilling or self.waiting) and self.next >= len(self.pending)
 
     def run_until(self, barrier: float = math.inf) -> None:
-        """Run every step that starts before `barrier` (all of them by default)."""
+        """Run every step that starts before `barrier` (all of them by default): one step,
+        or a closed-form run of decode steps, at a time. The policy plans the step when
+        there is something to decide; a decode-only step with room for its blocks needs none."""
         arrival = self.reqs.arrival_s
         pending = self.pending
-        rows = self.trace.t_s
+        waiting = self.waiting
         while True:
             nxt, t = self.next, self.t
             while nxt < len(pending) and arrival[pending[nxt]] <= t:
-                self.waiting.append(pending[nxt])
+                waiting.append(pending[nxt])
                 nxt += 1
             self.next = nxt
-            if not (self.n_decoding or self.prefilling or self.waiting):
+            if not (self.n_decoding or self.prefilling or waiting):
                 if nxt >= len(pending) or arrival[pending[nxt]] >= barrier:
                     return
                 self.t = arrival[pending[nxt]]
                 continue
             if t >= barrier:
                 return
-            if len(rows) >= MAX_ITERATIONS:
+            if self.iterations >= MAX_ITERATIONS:
                 raise RidgelineError(
                     f"a replica has run {MAX_ITERATIONS:,} engine steps, the most one run takes: send "
                     "fewer or shorter requests, add --replicas, or drop --no-jump"
                 )
-            self.iterate(barrier)
-
-    def iterate(self, barrier: float) -> None:
-        """One step, or a closed-form run of decode steps. The policy plans the step when
-        there is something to decide; a decode-only step with room for its blocks needs none."""
-        if self.waiting or self.prefilling or not self.n_decoding:
-            preempt, chunks = self.schedule(self)
-            self.apply(preempt, chunks)
-            if chunks or preempt or self.prefilling or not self.n_decoding:
-                self.one_step(chunks)
-                return
-        else:
-            need = self.cnt[self.step % self.block_tokens]  # decoders whose last block is full
-            if need > self.free_blocks:
+            if waiting or self.prefilling or not self.n_decoding:
                 preempt, chunks = self.schedule(self)
                 self.apply(preempt, chunks)
-                self.one_step(chunks)
-                return
-            self.free_blocks -= need
-        if self.jump:
-            self.decode_run_or_step(barrier)
-        else:
-            self.one_step(())
+                if chunks or preempt or self.prefilling or not self.n_decoding:
+                    self.one_step(chunks)
+                    continue
+            else:
+                need = self.cnt[self.step % self.block_tokens]  # decoders whose last block is full
+                if need > self.free_blocks:
+                    preempt, chunks = self.schedule(self)
+                    self.apply(preempt, chunks)
+                    self.one_step(chunks)
+                    continue
+                self.free_blocks -= need
+            if self.jump:
+                self.decode_run_or_step(barrier)
+            else:
+                self.one_step(())
 
     def apply(self, preempt: Sequence[int], chunks: Sequence[Chunk]) -> None:
         """A policy's plan: preempt, reserve the decoders' fresh blocks, then each chunk's
@@ -244,15 +247,21 @@ class Engine:
 
     def latest_decoders(self) -> Iterator[int]:
         r = self.reqs
+        state, seq = r.state, r.seq
         victims = self.victims
-        while victims and (r.state[victims[0][1]] != DECODE or r.seq[victims[0][1]] != -victims[0][0]):
+        while victims and (state[victims[0][1]] != DECODE or seq[victims[0][1]] != -victims[0][0]):
             heapq.heappop(victims)  # stale entries of requests that finished or were preempted
-        if not victims:
-            return
-        yield victims[0][1]
-        for neg_seq, rid in sorted(victims)[1:]:  # a second victim in one step: rare
-            if r.state[rid] == DECODE and r.seq[rid] == -neg_seq:
+        # The heap's entries in order, without changing it: a frontier of (entry, index),
+        # from the root; an entry's children are larger. One victim a step is the rule, so
+        # this reads a few entries where sorting would read them all.
+        frontier = [(victims[0], 0)] if victims else []
+        while frontier:
+            (neg_seq, rid), i = heapq.heappop(frontier)
+            if state[rid] == DECODE and seq[rid] == -neg_seq:
                 yield rid
+            for child in (2 * i + 1, 2 * i + 2):
+                if child < len(victims):
+                    heapq.heappush(frontier, (victims[child], child))
 
     # --- one step ---------------------------------------------------------------------------
     def one_step(self, chunks: Sequence[Chunk]) -> None:
@@ -268,22 +277,26 @@ class Engine:
                 mean = (n * self.step - self.sum_base) / n  # affine in the context: n x the mean
                 pairs = n * attended_pairs(1, mean, 0)
                 cached = n * cached_tokens(mean, 0)
-            for _, new, c in chunks:
+            sampled = n  # one token per decoder, and one per prefill the step finishes
+            target = self.reqs.target
+            for rid, new, c in chunks:
                 tokens += new
                 pairs += attended_pairs(new, c, 0)
                 cached += cached_tokens(c, 0)
+                if c + new == target[rid]:
+                    sampled += 1
             if self.fast:
                 c0, m0, f0 = model.by_tokens.get(tokens) or model.at_tokens(tokens)
                 compute = c0 + model.pair_s[0] * pairs
                 memory = m0 + model.cached_s[0] * cached
                 if chunks and model.per_sampled:
-                    per_c, per_f = model.sampled_at(tokens)
-                    extra = self.sampled(chunks) - tokens
+                    per_c, per_f = model.by_sampled.get(tokens) or model.sampled_at(tokens)
+                    extra = sampled - tokens
                     compute += per_c * extra
                     f0 += per_f * extra
                 dt = (compute if compute > memory else memory) + f0
             else:
-                dt = model.time_s(tokens, [pairs], [cached], self.sampled(chunks))
+                dt = model.time_s(tokens, [pairs], [cached], sampled)
             self.record(dt, 1, tokens, pairs, cached)
         else:
             group_pairs, group_cached = self.decode_totals()
@@ -327,6 +340,9 @@ class Engine:
         )
 
     def record(self, dt: float, steps: int, tokens: int, pairs: float, cached: float) -> None:
+        self.iterations += 1
+        if not self.tracing:
+            return
         t, d, k, n, run, wait, used, p, c = self._appends
         t(self.t)
         d(dt)
@@ -340,6 +356,8 @@ class Engine:
 
     def record_groups(self, dt: float, tokens: int, pairs: list[float], cached: list[float]) -> None:
         self.record(dt, 1, tokens, pairs[0], cached[0])
+        if not self.tracing:
+            return
         for g in range(1, len(pairs)):
             self.trace.pairs[g].append(pairs[g])
             self.trace.cached[g].append(cached[g])
@@ -352,7 +370,8 @@ class Engine:
         completion) or the barrier. Step 0's blocks are already reserved."""
         n = self.n_decoding
         model = self.model
-        mean = (n * self.step - self.sum_base) / n
+        s = self.step
+        mean = (n * s - self.sum_base) / n
         pairs = n * attended_pairs(1, mean, 0)
         cached = n * cached_tokens(mean, 0)
         c0, m0, f0 = model.by_tokens.get(n) or model.at_tokens(n)
@@ -361,38 +380,45 @@ class Engine:
         dt = (compute if compute > memory else memory) + f0  # step 0
         r = self.reqs
         ends = self.ends
-        while r.state[ends[0][1]] != DECODE or r.last_step[ends[0][1]] != ends[0][0]:
+        state, last_step = r.state, r.last_step
+        last, rid = ends[0]
+        while state[rid] != DECODE or last_step[rid] != last:
             heapq.heappop(ends)  # stale: preempted since
-        k = ends[0][0] - self.step + 1
+            last, rid = ends[0]
+        k = last - s + 1
         if k > 1:
-            horizon = barrier
+            delta = barrier - self.t
             if not self.waiting and self.next < len(self.pending):
-                horizon = min(horizon, r.arrival_s[self.pending[self.next]])
-            delta = horizon - self.t
-            k = 1 if dt >= delta else self.block_steps(k)
+                arrival = r.arrival_s[self.pending[self.next]]
+                if arrival < barrier:
+                    delta = arrival - self.t
+            if dt >= delta:
+                k = 1
+            elif k - 1 > self.free_blocks // n * self.block_tokens:  # block_steps' quick answer
+                k = self.block_steps(k)
         if k > 1:
-            run = self.decode_run(mean, pairs, cached)
+            run = model.decode_run(
+                compute,
+                memory,
+                f0,
+                n * attended_pairs(1, mean + 1, 0) - pairs,
+                n * cached_tokens(mean + 1, 0) - cached,
+            )
             if delta < math.inf:
-                k = run.steps_before(delta, k)
+                k, elapsed = run.steps_and_elapsed(delta, k)
+            else:
+                elapsed = run.elapsed_s(k)
             if k > 1:
-                dt = run.elapsed_s(k)
+                dt = elapsed
                 self.free_blocks -= self.blocks_over(1, k)
                 mean += (k - 1) / 2.0
                 pairs = n * attended_pairs(1, mean, 0)
                 cached = n * cached_tokens(mean, 0)
         self.record(dt, k, n, pairs, cached)
         self.t += dt
-        self.step += k
-        if ends[0][0] < self.step:
-            self.complete_decodes(self.step - 1, self.t)
-
-    def decode_run(self, mean: float, pairs0: float, cached0: float) -> DecodeRun:
-        """The run's two roofline lines: the step model at the run's first two steps (step
-        0: mean context `mean`, its pairs and cached tokens)."""
-        n = self.n_decoding
-        return self.model.decode_run(
-            n, pairs0, n * attended_pairs(1, mean + 1, 0), cached0, n * cached_tokens(mean + 1, 0)
-        )
+        self.step = s + k
+        if last < s + k:
+            self.complete_decodes(s + k - 1, self.t)
 
     def block_steps(self, k: int) -> int:
         """The most steps (<= k) whose fresh blocks fit; any bs consecutive steps take one
@@ -417,9 +443,12 @@ class Engine:
             return 0
         bs = self.block_tokens
         total = length // bs * self.n_decoding
-        start = self.step + first
-        for j in range(length % bs):
-            total += self.cnt[(start + j) % bs]
+        part = length % bs  # the residues of a part cycle: a slice of cnt, or two
+        if part:
+            cnt = self.cnt
+            start = (self.step + first) % bs
+            end = start + part
+            total += sum(cnt[start:end]) if end <= bs else sum(cnt[start:]) + sum(cnt[: end - bs])
         return total
 
     # --- sequences joining, leaving and finishing ------------------------------------------
@@ -448,6 +477,20 @@ class Engine:
             self.dec_base[rid] = base
         heapq.heappush(self.ends, (s + left - 1, rid))
         heapq.heappush(self.victims, (-r.seq[rid], rid))
+        if len(self.victims) > 2 * self.n_decoding + 64:
+            self.drop_stale_victims()
+
+    def drop_stale_victims(self) -> None:
+        """Keep only the live decoders' entries in the victims heap: each decoder that
+        finished or was preempted leaves one behind, and a heap of every request ever
+        admitted grows with the run, and each push and each walk for a victim with it."""
+        r = self.reqs
+        state, seq = r.state, r.seq
+        live = [
+            (neg_seq, rid) for neg_seq, rid in self.victims if state[rid] == DECODE and seq[rid] == -neg_seq
+        ]
+        heapq.heapify(live)
+        self.victims = live
 
     def preempt(self, rid: int) -> None:
         """Preempt by recompute: free the request's blocks and queue it at the head to prefill
@@ -478,9 +521,10 @@ class Engine:
     def complete_decodes(self, s: int, t: float) -> None:
         """Decoders whose last step was s finish at t and free their blocks."""
         ends, r, bs = self.ends, self.reqs, self.block_tokens
+        state, last_step = r.state, r.last_step
         while ends and ends[0][0] <= s:
             last, rid = heapq.heappop(ends)
-            if r.state[rid] != DECODE or r.last_step[rid] != last:
+            if state[rid] != DECODE or last_step[rid] != last:
                 continue
             context = s + 1 - r.base[rid]
             self.free_blocks += -(-(context - r.shared[rid]) // bs)
@@ -491,6 +535,7 @@ class Engine:
         self.reqs.state[rid] = DONE
         self.reqs.finish_s[rid] = t
         self.finished.append(t)
+        self.done.append(rid)
         if self.follow_up is not None:
             nxt = self.follow_up(rid, t)
             if nxt is not None:

@@ -46,6 +46,9 @@ class SchedulerView(Protocol):
     def finished(self) -> Sequence[float]: ...  # finish times so far: its length counts them
 
     @property
+    def done(self) -> Sequence[int]: ...  # the requests finished so far, in the order they did
+
+    @property
     def n_decoding(self) -> int: ...  # sequences past their prefill, one token each step
 
     @property

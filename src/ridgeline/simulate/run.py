@@ -69,7 +69,7 @@ class Result:
     machine: Deployment
     kv: KvCache
     reqs: Requests
-    engines: list[Engine]
+    engines: list[Engine]  # without their step rows (Engine.trace) when simulate(..., summarize=False)
     summary: Summary | None = None  # None when simulate(..., summarize=False)
     concurrency: int | None = None  # the workload's, as each record names it
 
@@ -169,7 +169,7 @@ def simulate(
 ) -> Result:
     """Run the workload on replicas of the deployment to the end (every request finishes)
     and summarize it (unless `summarize` is False: then only the per-request arrays are
-    filled)."""
+    filled, and the engines keep no step rows)."""
     deployment = deployment or Deployment.build()
     workload = workload or Workload()
     cfg = engine or EngineConfig()
@@ -208,7 +208,7 @@ def simulate(
             return rid
 
     model = step_model(m)
-    engines = [Engine(reqs, model, cfg, kv, pinned, j, follow_up) for j in range(replicas)]
+    engines = [Engine(reqs, model, cfg, kv, pinned, j, follow_up, trace=summarize) for j in range(replicas)]
     ids = list(range(len(reqs)))
     span = reqs.arrival_s[-1] - reqs.arrival_s[0] if len(reqs) > 1 else 0.0
     if workload.closed:

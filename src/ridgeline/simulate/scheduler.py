@@ -18,7 +18,6 @@ max_num_seqs, so the decodes always fit.
 from __future__ import annotations
 
 from ridgeline.simulate.policy import Chunk, Policy, SchedulerView, StepPlan
-from ridgeline.simulate.requests import DONE
 
 
 class VllmPolicy:
@@ -124,9 +123,8 @@ class NoEvictPolicy:
     first served; the decoders' blocks always fit, being promised."""
 
     def __init__(self) -> None:
-        self.live: list[int] = []  # admitted requests not yet finished
-        self.promised = 0  # the blocks of their whole lives
-        self.life: dict[int, int] = {}
+        self.promised = 0  # the blocks of the whole lives of the admitted requests not yet finished
+        self.life: dict[int, int] = {}  # each one's
         self.seen = 0  # finishes accounted for
 
     @staticmethod
@@ -135,15 +133,10 @@ class NoEvictPolicy:
         return -(-(r.prompt[rid] + r.output[rid] - r.shared[rid]) // view.block_tokens)
 
     def release_finished(self, view: SchedulerView) -> None:
-        if len(view.finished) == self.seen:
-            return
-        self.seen = len(view.finished)
-        state = view.reqs.state
-        keep = [rid for rid in self.live if state[rid] != DONE]
-        for rid in self.live:
-            if state[rid] == DONE:
-                self.promised -= self.life.pop(rid)
-        self.live = keep
+        done = view.done
+        for i in range(self.seen, len(done)):
+            self.promised -= self.life.pop(done[i])
+        self.seen = len(done)
 
     def schedule(self, view: SchedulerView) -> StepPlan:
         self.release_finished(view)
@@ -175,7 +168,6 @@ class NoEvictPolicy:
             spare -= life
             self.promised += life
             self.life[rid] = life
-            self.live.append(rid)
             chunks.append((rid, n, c))
             budget -= n
             running += 1

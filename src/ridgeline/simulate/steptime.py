@@ -36,6 +36,7 @@ class StepModel:
         self.windows = [w for _, w in self.groups]
         self.global_only = self.windows == [0]
         self.by_tokens: dict[int, tuple[float, float, float]] = {}
+        self.overhead_at: dict[int, float] = {}  # overhead_s of each step in by_tokens
         zeros = [0.0] * len(self.groups)
         base = self.core(1, zeros, zeros)
         self.pair_s: list[float] = []  # compute seconds per attended pair, per group
@@ -69,17 +70,20 @@ class StepModel:
             s = self.core(tokens, zeros, zeros)
             found = (float(s.compute_s), float(s.memory_s), float(s.comm_s) + float(s.overhead_s))
             self.by_tokens[tokens] = found
+            self.overhead_at[tokens] = float(s.overhead_s)
         return found
 
     def sampled_at(self, tokens: int) -> tuple[float, float]:
-        """(compute_s, fixed_s) per token sampled beyond a step of T tokens' own T."""
+        """(compute_s, fixed_s) per token sampled beyond a step of T tokens' own T: the
+        difference from the step that samples all T (at_tokens' core call, kept)."""
         found = self.by_sampled.get(tokens)
         if found is None:
             zeros = [0.0] * len(self.groups)
-            base, more = self.core(tokens, zeros, zeros), self.core(tokens, zeros, zeros, tokens + PROBE)
+            compute_s = self.at_tokens(tokens)[0]
+            more = self.core(tokens, zeros, zeros, tokens + PROBE)
             found = (
-                (float(more.compute_s) - float(base.compute_s)) / PROBE,
-                (float(more.overhead_s) - float(base.overhead_s)) / PROBE,
+                (float(more.compute_s) - compute_s) / PROBE,
+                (float(more.overhead_s) - self.overhead_at[tokens]) / PROBE,
             )
             self.by_sampled[tokens] = found
         return found
@@ -113,13 +117,13 @@ class StepModel:
         return (c if c > mem else mem) + f0
 
     def decode_run(
-        self, tokens: int, pairs0: float, pairs1: float, cached0: float, cached1: float
+        self, compute_s: float, memory_s: float, fixed_s: float, pairs_step: float, cached_step: float
     ) -> DecodeRun:
-        """A decode-only run of a global-attention model: its lines through steps 0 and 1."""
-        c0, m0, f0 = self.by_tokens.get(tokens) or self.at_tokens(tokens)
-        a, b = self.pair_s[0], self.cached_s[0]
+        """A decode-only run of a global-attention model: its lines through step 0 (its
+        terms, as `terms` gives them) with the growth of the pairs and cached tokens from
+        one step to the next."""
         return DecodeRun(
-            c0 + a * pairs0, a * (pairs1 - pairs0), m0 + b * cached0, b * (cached1 - cached0), f0
+            compute_s, self.pair_s[0] * pairs_step, memory_s, self.cached_s[0] * cached_step, fixed_s
         )
 
     def _reproduces_core(self) -> bool:
@@ -149,12 +153,14 @@ class DecodeRun:
     with the context, so step_j = max(ac + bc*j, am + bm*j) + fixed, a convex broken line
     whose sum has a closed form on each side of the crossing."""
 
-    __slots__ = ("ac", "am", "bc", "bm", "crossing", "fixed")
+    __slots__ = ("a0", "ac", "am", "b0", "bc", "bm", "crossing", "fixed")
 
     def __init__(self, ac: float, bc: float, am: float, bm: float, fixed: float) -> None:
         self.ac, self.bc, self.am, self.bm, self.fixed = ac, bc, am, bm, fixed
         # j where the compute and memory lines meet (inf when parallel)
         self.crossing = math.inf if bc == bm else (am - ac) / (bc - bm)
+        # the larger term at step 0, which every sum starts on: line(0), written out
+        self.a0, self.b0 = (ac, bc) if ac + bc * 0 >= am + bm * 0 else (am, bm)
 
     def line(self, j: float) -> tuple[float, float]:
         """The line (intercept, slope) that is the larger term at step j."""
@@ -172,19 +178,29 @@ class DecodeRun:
 
     def elapsed_s(self, k: int) -> float:
         """Sum of steps 0 .. k-1: sum of a + b j on each side of the crossing."""
-        split = self.split(k)
-        a, b = self.line(0)
+        x = self.crossing  # split(k) and line(k - 1) written out: the engine sums a run or two a step
+        split = 0 if x <= 0 else k if x >= k else math.ceil(x)
+        a, b = self.a0, self.b0
         total = split * a + b * split * (split - 1) / 2.0
         if split < k:
-            a, b = self.line(k - 1)
+            j = k - 1
+            if self.ac + self.bc * j >= self.am + self.bm * j:
+                a, b = self.ac, self.bc
+            else:
+                a, b = self.am, self.bm
             total += (k - split) * a + b * (k * (k - 1) - split * (split - 1)) / 2.0
         return total + self.fixed * k
 
     def steps_before(self, delta_s: float, k_max: int) -> int:
         """The number of steps that start before delta_s: the least k >= 1 with
         elapsed_s(k) >= delta_s, or k_max if none does."""
+        return self.steps_and_elapsed(delta_s, k_max)[0]
+
+    def steps_and_elapsed(self, delta_s: float, k_max: int) -> tuple[int, float]:
+        """steps_before(delta_s, k_max), and the elapsed_s of that many steps (which the
+        search for it has already summed)."""
         split = self.split(k_max)
-        j0, rest, (a, b) = 0, delta_s, self.line(0)
+        j0, rest, a, b = 0, delta_s, self.a0, self.b0
         if 0 < split < k_max:
             before = self.elapsed_s(split)
             if delta_s > before:
@@ -194,8 +210,13 @@ class DecodeRun:
         disc = q * q + 2.0 * b * rest
         n = rest / q if b == 0.0 or disc < 0 else 2.0 * rest / (q + math.sqrt(disc))
         k = min(max(j0 + math.ceil(n), 1), k_max)
-        while k < k_max and self.elapsed_s(k) < delta_s:
+        elapsed = self.elapsed_s(k)
+        while k < k_max and elapsed < delta_s:
             k += 1
-        while k > 1 and self.elapsed_s(k - 1) >= delta_s:
-            k -= 1
-        return k
+            elapsed = self.elapsed_s(k)
+        while k > 1:
+            before = self.elapsed_s(k - 1)
+            if before < delta_s:
+                break
+            k, elapsed = k - 1, before
+        return k, elapsed
