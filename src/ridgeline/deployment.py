@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # engine profiles and calibrations load when a deployment nam
     from pathlib import Path
 
     from ridgeline.calibration import Calibration
-    from ridgeline.engines import EngineProfile
+    from ridgeline.engines import EngineProfile, Reach
 
 LARGE_PASS_TOKENS = 1e9  # a pass this large fills the tensor cores: where a roof is read
 
@@ -130,6 +130,14 @@ class Deployment:
         return flat_rates(
             self.eff, self.peak_flops, self.hw.bandwidth_bytes_per_s, self.hw.interconnect_bytes_per_s
         )
+
+    @cached_property
+    def engine_reach(self) -> Reach:
+        """Its engine profile's rates before a pass's size enters (engines.Reach): the
+        same for every pass on it, so worked out once."""
+        if self.engine is None:
+            raise RidgelineError("this deployment has no engine profile (give --engine)")
+        return self.engine.reach(self)
 
     @property
     def ridge(self) -> float:

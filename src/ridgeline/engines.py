@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -67,6 +67,10 @@ class Deployed(Protocol):
     def par(self) -> Parallel: ...
     @property
     def peak_flops(self) -> float: ...
+    @property
+    def engine(self) -> EngineProfile | None: ...
+    @property
+    def engine_reach(self) -> Reach: ...  # its engine's reach, worked out once
 
 
 WEIGHT_FORMATS = ("w16", "w8", "w4")
@@ -88,6 +92,24 @@ class Scheduler:
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     chunked_prefill: bool = True
+
+
+@dataclass(frozen=True)
+class Reach:
+    """A profile's rates on one deployment before a pass's size enters: a large matmul's
+    FLOP/s (dense and, for a MoE, a routed expert's), attention's, the bytes/s of weight and
+    KV reads, the step's overhead but for its sequences, and the collectives' latency and
+    link bytes/s. A pass's rates (`EngineProfile.rates`) add the small-M falloff and the
+    per-sequence cost."""
+
+    gemm_flops_per_s: float
+    expert_flops_per_s: float
+    attention_flops_per_s: float
+    weight_bytes_per_s: float
+    kv_bytes_per_s: float
+    step_overhead_s: float
+    collective_latency_s: float
+    link_bytes_per_s: float
 
 
 @dataclass(frozen=True)
@@ -148,7 +170,16 @@ class EngineProfile:
         head = a.embedding_params if a.tied_embeddings else a.lm_head_params
         flops = work.linear_flops - 2.0 * lookup * p.tokens - 2.0 * head * (p.tokens - p.sampled)
         weight_bytes = work.weight_bytes - lookup * weight_bytes_per_param(a, d.prec)
-        return replace(work, linear_flops=flops, weight_bytes=weight_bytes)
+        return Work(  # written out: dataclasses.replace costs more than the pass's arithmetic
+            tokens=work.tokens,
+            linear_flops=flops,
+            attention_flops=work.attention_flops,
+            weight_bytes=weight_bytes,
+            kv_read_bytes=work.kv_read_bytes,
+            kv_write_bytes=work.kv_write_bytes,
+            expert_weight_bytes=work.expert_weight_bytes,
+            expert_flops=work.expert_flops,
+        )
 
     def dequant_factor(self, fmt: str, maths: str) -> float:
         """What a matmul keeps of its rate when it unpacks narrower weights to its maths
@@ -156,30 +187,45 @@ class EngineProfile:
         return self.dequant.get(fmt, 1.0) if FORMAT_BITS[fmt] < BITS[maths] else 1.0
 
     def step_overhead_s(self, d: Deployed, sequences: Num) -> Num:
-        scale = 1.0 + self.tp_scale * math.log2(d.par.tp)
-        return (self.fixed_s + self.per_layer_s * d.arch.layers) * scale + self.per_sequence_s * sequences
+        return self._fixed_overhead_s(d) + self.per_sequence_s * sequences
 
-    def rates(self, d: Deployed, tokens: Num, sequences: Num = 1) -> Rates:
-        """What a pass of `tokens` new tokens over `sequences` sequences reaches on `d`."""
+    def _fixed_overhead_s(self, d: Deployed) -> float:
+        scale = 1.0 + self.tp_scale * math.log2(d.par.tp)
+        return (self.fixed_s + self.per_layer_s * d.arch.layers) * scale
+
+    def reach(self, d: Deployed) -> Reach:
+        """This profile's rates on `d` before a pass's size enters (a deployment keeps its
+        engine's as `engine_reach`, worked out once)."""
         v, vm = self.vendor_factor(d.hw.vendor_name), self.vendor_memory_factor(d.hw.vendor_name)
         peak, bw = d.peak_flops, d.hw.bandwidth_bytes_per_s
         fmt = weight_format(8.0 * weight_bytes_per_param(d.arch, d.prec))
         full = peak * self.gemm_efficiency(d.prec.maths) * v * self.dequant_factor(fmt, d.prec.maths)
-        gemm = self._small_m(full, tokens)
-        a = d.arch  # a routed expert's matmul sees only the tokens routed to it
-        routed = tokens * a.experts_per_token / a.experts if a.is_moe else tokens
-        expert = self._small_m(full * self.experts, routed) if a.is_moe else gemm
-        return Rates(
-            linear_flops_per_s=gemm,
+        return Reach(
+            gemm_flops_per_s=full,
+            expert_flops_per_s=full * self.experts,
             attention_flops_per_s=peak * self.attention * v,
             weight_bytes_per_s=bw * self.weights[fmt] * vm,
             kv_bytes_per_s=bw * self.kv * vm,
-            overhead_s=self.step_overhead_s(d, sequences),
-            collective_latency_s=self.collective_latency_s.get(
-                d.hw.link_kind, max(self.collective_latency_s.values())
-            ),
+            step_overhead_s=self._fixed_overhead_s(d),
+            collective_latency_s=self.latency_s(d.hw.link_kind),
             link_bytes_per_s=d.hw.interconnect_bytes_per_s * self.link_efficiency,
-            expert_flops_per_s=expert,
+        )
+
+    def rates(self, d: Deployed, tokens: Num, sequences: Num = 1) -> Rates:
+        """What a pass of `tokens` new tokens over `sequences` sequences reaches on `d`."""
+        r = d.engine_reach if d.engine is self else self.reach(d)
+        gemm = self._small_m(r.gemm_flops_per_s, tokens)
+        a = d.arch  # a routed expert's matmul sees only the tokens routed to it
+        routed = tokens * a.experts_per_token / a.experts if a.is_moe else tokens
+        return Rates(
+            linear_flops_per_s=gemm,
+            attention_flops_per_s=r.attention_flops_per_s,
+            weight_bytes_per_s=r.weight_bytes_per_s,
+            kv_bytes_per_s=r.kv_bytes_per_s,
+            overhead_s=r.step_overhead_s + self.per_sequence_s * sequences,
+            collective_latency_s=r.collective_latency_s,
+            link_bytes_per_s=r.link_bytes_per_s,
+            expert_flops_per_s=self._small_m(r.expert_flops_per_s, routed) if a.is_moe else gemm,
         )
 
     def _small_m(self, flops_per_s: Num, m: Num) -> Num:
