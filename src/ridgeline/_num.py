@@ -66,14 +66,15 @@ def sum_of_max_lines(a1: float, b1: float, a2: float, b2: float, n: int) -> floa
     most once, so the sum is one arithmetic series on each side of the crossing."""
     if n <= 0:
         return 0.0
-
-    def series(a: float, b: float, lo: int, hi: int) -> float:  # sum of a + b j, lo <= j < hi
-        k = hi - lo
-        return k * a + b * (lo + hi - 1) * k / 2.0
-
     if b1 == b2:
-        return series(max(a1, a2), b1, 0, n)
+        return _series(max(a1, a2), b1, 0, n)
     (fa, fb), (sa, sb) = ((a2, b2), (a1, b1)) if b1 > b2 else ((a1, b1), (a2, b2))
     crossing = (fa - sa) / (sb - fb)  # the flatter line is the larger before it, the steeper after
     split = min(max(math.ceil(crossing), 0), n)
-    return series(fa, fb, 0, split) + series(sa, sb, split, n)
+    return _series(fa, fb, 0, split) + _series(sa, sb, split, n)
+
+
+def _series(a: float, b: float, lo: int, hi: int) -> float:
+    """sum of a + b j over lo <= j < hi"""
+    k = hi - lo
+    return k * a + b * (lo + hi - 1) * k / 2.0

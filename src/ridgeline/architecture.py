@@ -92,6 +92,11 @@ class Architecture:
         return self._window_groups
 
     @cached_property
+    def group_layers(self) -> tuple[int, ...]:
+        """The layers of each window group, in window_groups' order."""
+        return tuple(n for n, _ in self.window_groups())
+
+    @cached_property
     def _window_groups(self) -> tuple[tuple[int, int], ...]:
         counts: dict[int, int] = {}
         for w in self.layer_windows():

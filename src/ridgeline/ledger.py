@@ -126,7 +126,7 @@ def pass_work(arch: Architecture, prec: Precision, new_tokens: Num, context: Num
 
 def work_of(arch: Architecture, prec: Precision, p: Pass) -> Work:
     """The work of a pass described by its totals (a mixed step of the simulator too)."""
-    layers = [n for n, _ in arch.window_groups()]
+    layers = arch.group_layers
     pairs, cached = zip(layers, p.pairs, strict=True), zip(layers, p.cached, strict=True)
     return _work(arch, prec, p.tokens, _over_layers(pairs), _over_layers(cached))
 

@@ -70,6 +70,8 @@ def _segment_s(m: Deployment, c0: int, n: int, batch: int, here: StepTime | None
 def decode_segments(m: Deployment, prompt: int, output: int) -> list[tuple[int, int]]:
     """(first context, steps) of the runs of decode steps whose terms are affine in the
     context: a window w bends a layer's terms at contexts w - 1 and w."""
+    if not m.arch.window_edges:  # global attention only: one run
+        return [(prompt, output)]
     end = prompt + output
     edges = [e for e in m.arch.window_edges if prompt < e < end]
     starts = [prompt, *edges]
@@ -78,9 +80,10 @@ def decode_segments(m: Deployment, prompt: int, output: int) -> list[tuple[int, 
 
 def request_timeline(m: Deployment, prompt: int, output: int, batch: int = 1) -> Timeline:
     first = decode_step(m, prompt, batch)
-    segments = decode_segments(m, prompt, output)
-    c0, n = segments[0]
-    decode_s = _segment_s(m, c0, n, batch, first) + sum(_segment_s(m, c, k, batch) for c, k in segments[1:])
+    (c0, n), *rest = decode_segments(m, prompt, output)
+    decode_s = _segment_s(m, c0, n, batch, first)
+    if rest:  # runs past a sliding window's edges
+        decode_s += sum(_segment_s(m, c, k, batch) for c, k in rest)
     return Timeline(
         prefill=prefill_step(m, prompt, batch),
         first_decode=first,
