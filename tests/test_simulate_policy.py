@@ -75,7 +75,7 @@ class OneAtATime:
         if rid is not None:
             c = r.computed[rid]
             chunks.append((rid, min(r.target[rid] - c, view.max_num_batched_tokens), c))
-        return (), chunks
+        return (), chunks, True
 
 
 def test_a_policy_plugs_in_by_name(tight: Deployment, monkeypatch: pytest.MonkeyPatch) -> None:

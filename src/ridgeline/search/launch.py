@@ -96,10 +96,11 @@ def launch(
             argv += ["--ep-size", str(ep)]
         argv += ["--max-running-requests", str(seqs), "--chunked-prefill-size", str(budget)]
         argv += ["--mem-fraction-static", f"{utilization:g}"]
-        notes.append(
-            "SGLang's --chunked-prefill-size bounds a step's prefill tokens; ridgeline's budget "
-            "counted decodes too"
-        )
+        if str(row["policy"]) != "sglang":  # the sglang policy's prefill steps run no decodes, as SGLang's
+            notes.append(
+                "SGLang's --chunked-prefill-size bounds a step's prefill tokens; ridgeline's budget "
+                "counted decodes too"
+            )
         argv += sglang_dtypes(weights, kv, notes)
     elif engine == "trtllm":
         argv = ["trtllm-serve", model_argument(model, notes), "--backend", "pytorch"]

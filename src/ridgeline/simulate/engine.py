@@ -2,7 +2,8 @@
 whole run of identical decode steps at once.
 
 State is kept so that a decode step costs O(1) whatever the batch: every decoding sequence
-gains one token per step, so with a step counter s its context is s - base, the batch's
+gains one token per step the decoders run in (a prefill-only step, which a policy may plan,
+leaves the counter alone), so with a step counter s its context is s - base, the batch's
 total context is n s - sum(base), and the sequences that need a fresh block this step are
 those whose base is congruent to s modulo the block size (a count per residue).
 
@@ -179,17 +180,17 @@ class Engine:
                     "fewer or shorter requests, add --replicas, or drop --no-jump"
                 )
             if waiting or self.prefilling or not self.n_decoding:
-                preempt, chunks = self.schedule(self)
-                self.apply(preempt, chunks)
+                preempt, chunks, decode = self.schedule(self)
+                self.apply(preempt, chunks, decode)
                 if chunks or preempt or self.prefilling or not self.n_decoding:
-                    self.one_step(chunks)
+                    self.one_step(chunks, decode)
                     continue
             else:
                 need = self.cnt[self.step % self.block_tokens]  # decoders whose last block is full
                 if need > self.free_blocks:
-                    preempt, chunks = self.schedule(self)
-                    self.apply(preempt, chunks)
-                    self.one_step(chunks)
+                    preempt, chunks, decode = self.schedule(self)
+                    self.apply(preempt, chunks, decode)
+                    self.one_step(chunks, decode)
                     continue
                 self.free_blocks -= need
             if self.jump:
@@ -197,15 +198,15 @@ class Engine:
             else:
                 self.one_step(())
 
-    def apply(self, preempt: Sequence[int], chunks: Sequence[Chunk]) -> None:
-        """A policy's plan: preempt, reserve the decoders' fresh blocks, then each chunk's
-        (a prefill holds the blocks of the tokens cached after it); a waiting request's
-        chunk admits it."""
+    def apply(self, preempt: Sequence[int], chunks: Sequence[Chunk], decode: bool = True) -> None:
+        """A policy's plan: preempt, reserve the decoders' fresh blocks (when they run), then
+        each chunk's (a prefill holds the blocks of the tokens cached after it); a waiting
+        request's chunk admits it."""
         for rid in preempt:
             self.preempt(rid)
         bs = self.block_tokens
         free = self.free_blocks
-        if self.n_decoding:
+        if self.n_decoding and decode:
             free -= self.cnt[self.step % bs]
         r = self.reqs
         state, held, shared = r.state, r.held, r.shared
@@ -264,10 +265,12 @@ class Engine:
                     heapq.heappush(frontier, (victims[child], child))
 
     # --- one step ---------------------------------------------------------------------------
-    def one_step(self, chunks: Sequence[Chunk]) -> None:
-        """One step of the decoders and the prefill chunks, priced by the step model."""
+    def one_step(self, chunks: Sequence[Chunk], decode: bool = True) -> None:
+        """One step of the decoders and the prefill chunks, priced by the step model. Without
+        `decode` the chunks run alone: the decoders emit nothing, their clocks only see the
+        step's time pass, and the step counter (their contexts) stays."""
         model = self.model
-        n = self.n_decoding
+        n = self.n_decoding if decode else 0
         if not n and not chunks:
             raise RuntimeError("an engine step with no tokens to run: a scheduling bug")
         tokens = n
@@ -299,30 +302,34 @@ class Engine:
                 dt = model.time_s(tokens, [pairs], [cached], sampled)
             self.record(dt, 1, tokens, pairs, cached)
         else:
-            group_pairs, group_cached = self.decode_totals()
+            if decode:
+                group_pairs, group_cached = self.decode_totals()
+            else:
+                group_pairs, group_cached = [0.0] * len(model.windows), [0.0] * len(model.windows)
             for _, new, c in chunks:
                 tokens += new
                 for g, w in enumerate(model.windows):
                     group_pairs[g] += attended_pairs(new, c, w)
                     group_cached[g] += cached_tokens(c, w)
-            dt = model.time_s(tokens, group_pairs, group_cached, self.sampled(chunks))
+            dt = model.time_s(tokens, group_pairs, group_cached, self.sampled(chunks, n))
             self.record_groups(dt, tokens, group_pairs, group_cached)
         t1 = self.t + dt
         self.t = t1
-        s = self.step
-        self.step = s + 1
-        if self.ends and self.ends[0][0] <= s:
-            self.complete_decodes(s, t1)
+        if decode:
+            s = self.step
+            self.step = s + 1
+            if self.ends and self.ends[0][0] <= s:
+                self.complete_decodes(s, t1)
         r = self.reqs
         for rid, new, _ in chunks:
             r.computed[rid] += new
             if r.computed[rid] == r.target[rid]:
                 self.prefilled(rid, t1)
 
-    def sampled(self, chunks: Sequence[Chunk]) -> int:
-        """Tokens the step samples: one per decoder, and one per prefill the step finishes."""
+    def sampled(self, chunks: Sequence[Chunk], decoders: int) -> int:
+        """Tokens the step samples: one per decoder in it, and one per prefill it finishes."""
         target = self.reqs.target
-        return self.n_decoding + sum(1 for rid, new, c in chunks if c + new == target[rid])
+        return decoders + sum(1 for rid, new, c in chunks if c + new == target[rid])
 
     def decode_totals(self) -> tuple[list[float], list[float]]:
         """Attended pairs and cached tokens of the decoders, per window group (the sliding

@@ -6,8 +6,10 @@ through the core's step price.
 A policy only reads: neither the view nor the per-request arrays behind it are written until
 the engine applies the plan. It is asked when there is something to decide (a request waits
 or is prefilling, or the decoders' next blocks do not fit); a decode-only step with room for
-its blocks runs without it, so the closed-form decode runs stay cheap. Every decoder runs in
-every step: its one token is the engine's, a plan names only the prefill chunks.
+its blocks runs without it, so the closed-form decode runs stay cheap. A plan says whether the
+decoders run in its step (all of them, one token each: the engine's to price, a plan names
+only the prefill chunks) or sit it out: a prefill-only step, whose time passes while they
+emit nothing.
 
 Adding a policy is one class with `schedule(view) -> StepPlan`, named in scheduler.POLICIES
 (EngineConfig(policy=NAME) picks it; the engine makes one per replica).
@@ -31,7 +33,7 @@ class SchedulerView(Protocol):
     def reqs(self) -> Requests: ...  # per-request arrays: computed, target, held, shared, seq, ...
 
     @property
-    def step(self) -> int: ...  # the step counter
+    def step(self) -> int: ...  # the step counter: the steps the decoders ran in
 
     @property
     def block_tokens(self) -> int: ...
@@ -80,12 +82,14 @@ class SchedulerView(Protocol):
         ...
 
 
-# The next step, (preempt, chunks), as the engine applies it: preempt these requests (by
-# recompute, in this order: each rejoins the queue at its head), then run the decoders and
-# these prefill chunks. A chunk of a waiting request admits it (a request is admitted with
-# its first chunk, in the order of the chunks). A plain tuple: a plan is made every step
-# that needs one, and a class would cost a fifth of the policy's time.
-StepPlan = tuple[Sequence[int], Sequence[Chunk]]
+# The next step, (preempt, chunks, decode), as the engine applies it: preempt these requests
+# (by recompute, in this order: each rejoins the queue at its head), then run these prefill
+# chunks, and the decoders if `decode` (when False the chunks are the whole step: the
+# decoders' blocks are not reserved, and there must be a chunk). A chunk of a waiting request
+# admits it (a request is admitted with its first chunk, in the order of the chunks). A plain
+# tuple: a plan is made every step that needs one, and a class would cost a fifth of the
+# policy's time.
+StepPlan = tuple[Sequence[int], Sequence[Chunk], bool]
 
 
 class Policy(Protocol):

@@ -1,5 +1,6 @@
 """The iteration-level scheduler policies, by name; vLLM's is the default, TensorRT-LLM's
-guaranteed-no-evict is the other (NoEvictPolicy, below).
+guaranteed-no-evict (NoEvictPolicy) and SGLang's prefill-first steps (SglangPolicy) are the
+others, below.
 
 vLLM's (VllmPolicy): each step has a token budget (max_num_batched_tokens) and a sequence
 limit (max_num_seqs):
@@ -24,6 +25,8 @@ class VllmPolicy:
     """vLLM's scheduler: decodes first, preemption by recompute of the latest admitted,
     chunked prefill within the token budget, first come, first served admission."""
 
+    mixed = True  # the decoders share each step with the prefill chunks (SglangPolicy's do not)
+
     def schedule(self, view: SchedulerView) -> StepPlan:
         r = view.reqs
         bs = view.block_tokens
@@ -38,7 +41,7 @@ class VllmPolicy:
                 decoding, end, free = self.make_room(view, need, free, preempt)
             else:
                 free -= need
-        budget = view.max_num_batched_tokens - decoding
+        budget = view.max_num_batched_tokens - (decoding if self.mixed else 0)
         chunks: list[Chunk] = []
         computed, target, held, shared = r.computed, r.target, r.held, r.shared
         i = 0
@@ -66,7 +69,7 @@ class VllmPolicy:
             budget -= n
             i += 1
         if preempt:
-            return preempt, chunks
+            return preempt, chunks, self.mixed or not chunks
         # first come, first served: admit from the head of the queue while everything fits
         running = decoding + end
         limit = view.max_num_seqs
@@ -85,7 +88,7 @@ class VllmPolicy:
                 running += 1
                 if budget <= 0 or running >= limit:
                     break
-        return (), chunks
+        return (), chunks, self.mixed or not chunks
 
     @staticmethod
     def make_room(view: SchedulerView, need: int, free: int, preempt: list[int]) -> tuple[int, int, int]:
@@ -112,6 +115,26 @@ class VllmPolicy:
             preempt.append(victim)
             free += view.held_blocks(victim)
         return decoding, end, free - need
+
+
+class SglangPolicy(VllmPolicy):
+    """SGLang's default scheduler (python/sglang/srt/managers/scheduler.py,
+    Scheduler.get_next_batch_to_run, with --enable-mixed-chunk off): a step is either a
+    prefill ("extend") batch or a decode step, never both. Whenever a prefill batch can be
+    formed (a chunked prefill is unfinished or a request waits, and the KV cache and
+    --max-running-requests, here max_num_seqs, have room) it runs first, alone: the running
+    prefills' next chunks, then waiting requests first come, first served, within
+    --chunked-prefill-size tokens (max_num_batched_tokens), and the decoding sequences emit
+    nothing while it runs. Otherwise every decoding sequence runs one decode step.
+
+    Memory is vLLM's (VllmPolicy), not SGLang's: a prefill is admitted while its blocks fit
+    beside the decoders' next blocks, and when those do not fit the latest admitted running
+    request is preempted by recompute before anything else is planned. SGLang instead
+    admits against a reserve for the running requests' future tokens (new_token_ratio) and,
+    when a decode step's memory runs out, retracts decoding requests (retract_decode); that
+    bookkeeping is not modelled."""
+
+    mixed = False
 
 
 class NoEvictPolicy:
@@ -172,7 +195,7 @@ class NoEvictPolicy:
             budget -= n
             running += 1
         assert free >= 0, "promised blocks ran out: a no-evict accounting bug"
-        return (), chunks
+        return (), chunks, True
 
 
-POLICIES: dict[str, type[Policy]] = {"vllm": VllmPolicy, "no-evict": NoEvictPolicy}
+POLICIES: dict[str, type[Policy]] = {"vllm": VllmPolicy, "no-evict": NoEvictPolicy, "sglang": SglangPolicy}
