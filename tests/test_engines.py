@@ -40,6 +40,50 @@ def test_the_built_in_engines_and_their_schedulers(capsys: pytest.CaptureFixture
     assert listed["vllm"]["scheduler"]["policy"] == "vllm"
 
 
+# vLLM's own defaults (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults, 0.9 on, for
+# `vllm serve`): a GPU of at least 70 GiB that is not an A100 starts with 1,024 sequences and
+# an 8,192-token budget; any other, 256 and 2,048. Catalogue memory: the data sheets'.
+VLLM_SERVE_DEFAULTS = {
+    "h100-sxm": (1024, 8192),  # 80 GB = 74.5 GiB
+    "h200": (1024, 8192),  # 141 GB
+    "mi300x": (1024, 8192),  # 192 GB
+    "a100-80gb-sxm": (256, 2048),  # 74.5 GiB, but an A100 (vLLM PR #17885: larger budgets slowed it)
+    "l40s": (256, 2048),  # 48 GB = 44.7 GiB
+}
+
+
+@pytest.mark.parametrize(("gpu", "defaults"), VLLM_SERVE_DEFAULTS.items())
+def test_vllms_scheduler_defaults_follow_the_accelerator(gpu: str, defaults: tuple[int, int]) -> None:
+    from ridgeline.deployment import Deployment
+    from ridgeline.simulate.run import engine_config
+
+    d = Deployment.build("llama-3.1-8b", gpu, engine="vllm")
+    cfg = engine_config(d)
+    assert (cfg.max_num_seqs, cfg.max_num_batched_tokens) == defaults
+    assert engine_config(d, max_num_seqs=64).max_num_seqs == 64  # a given knob still wins
+
+
+def test_a_profiles_accelerator_dependent_defaults_round_trip_through_its_toml(tmp_path: Path) -> None:
+    from ridgeline.engines import get_engine, profile_to_toml
+    from ridgeline.hardware import get_accelerator
+
+    text = PERFECT + (
+        "scheduler = { max_num_seqs = 512, small_max_num_seqs = 16, small_below_memory_gib = 100.0, "
+        'small_gpus = ["H100"] }\n'
+    )
+    path = tmp_path / "perfect.toml"
+    path.write_text(text, encoding="utf-8")
+    p = get_engine(str(path))
+    assert p.scheduler.on(get_accelerator("b200")).max_num_seqs == 512  # 180 GB: above 100 GiB
+    assert p.scheduler.on(get_accelerator("h200")).max_num_seqs == 512  # 141 GB = 131 GiB
+    assert p.scheduler.on(get_accelerator("h100-sxm")).max_num_seqs == 16  # named (case aside)
+    assert p.scheduler.on(get_accelerator("l40s")).max_num_seqs == 16  # 44.7 GiB
+    assert p.scheduler.on(get_accelerator("l40s")).max_num_batched_tokens == 8192  # not given: as large
+    again = tmp_path / "again.toml"
+    again.write_text(profile_to_toml(p), encoding="utf-8")
+    assert get_engine(str(again)).scheduler == p.scheduler
+
+
 def test_a_decode_step_is_its_bytes_at_the_profiles_bandwidth_plus_its_overhead(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -99,6 +143,8 @@ def test_a_perfect_engine_from_a_file_is_the_ideal_roofline_of_what_an_engine_ru
         (PERFECT.replace(", w4 = 1.0", ""), "memory.weights lacks w4"),
         (PERFECT + PERFECT.replace("[perfect]", "[twin]"), "exactly one engine profile"),
         ("[x\n", "toml"),
+        (PERFECT + 'scheduler = { small_gpus = "a100" }\n', "scheduler.small_gpus"),
+        (PERFECT + "scheduler = { small_max_num_seqs = 0 }\n", "scheduler.small_max_num_seqs"),
     ],
 )
 def test_a_bad_profile_is_one_line_and_status_2(

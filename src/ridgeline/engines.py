@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -86,12 +86,39 @@ def weight_format(bits_per_weight: float) -> str:
     return "w8" if bits_per_weight >= 6 else "w4"
 
 
+GIB = 2**30
+
+
 @dataclass(frozen=True)
 class Scheduler:
+    """An engine's scheduler defaults. Some depend on the accelerator: vLLM starts with 1,024
+    sequences and an 8,192-token budget on a GPU of 70 GiB or more, and 256 and 2,048 on a
+    smaller one or an A100 (EngineArgs.get_batch_defaults, vLLM 0.9 on). `small_*` are those
+    of a GPU with less memory than `small_below_memory_gib`, or whose catalogue name holds one
+    of `small_gpus`; `on(accelerator)` picks."""
+
     policy: str = "vllm"  # the simulator's admission policy (simulate/policy.py)
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     chunked_prefill: bool = True
+    small_max_num_seqs: int | None = None
+    small_max_num_batched_tokens: int | None = None
+    small_below_memory_gib: float = 0.0
+    small_gpus: tuple[str, ...] = ()
+
+    def on(self, hw: Accelerator) -> Scheduler:
+        """The defaults the engine starts with on this accelerator."""
+        small = hw.memory_bytes < self.small_below_memory_gib * GIB or any(
+            g in hw.name for g in self.small_gpus
+        )
+        if not small:
+            return self
+        seqs, tokens = self.small_max_num_seqs, self.small_max_num_batched_tokens
+        return replace(
+            self,
+            max_num_seqs=self.max_num_seqs if seqs is None else seqs,
+            max_num_batched_tokens=self.max_num_batched_tokens if tokens is None else tokens,
+        )
 
 
 @dataclass(frozen=True)
@@ -274,6 +301,31 @@ def _table(where: str, entry: dict[str, Any], key: str) -> dict[str, Any]:
     return value
 
 
+_SEQS, _TOKENS = (1, 1 << 20), (1, 1 << 24)
+
+
+def _scheduler(w: str, sched: dict[str, Any]) -> Scheduler:
+    def count(key: str, bounds: tuple[float, float], default: int | None) -> int | None:
+        value = sched.get(key, default)
+        return None if value is None else int(_num(w, f"scheduler.{key}", value, bounds))
+
+    gpus = sched.get("small_gpus", [])
+    if not isinstance(gpus, list) or not all(isinstance(g, str) and g for g in gpus):
+        raise RidgelineError(f'{w}: scheduler.small_gpus must be a list of names, e.g. ["a100"]')
+    return Scheduler(
+        policy=str(sched.get("policy", "vllm")),
+        max_num_seqs=int(count("max_num_seqs", _SEQS, 256) or 256),
+        max_num_batched_tokens=int(count("max_num_batched_tokens", _TOKENS, 8192) or 8192),
+        chunked_prefill=bool(sched.get("chunked_prefill", True)),
+        small_max_num_seqs=count("small_max_num_seqs", _SEQS, None),
+        small_max_num_batched_tokens=count("small_max_num_batched_tokens", _TOKENS, None),
+        small_below_memory_gib=_num(
+            w, "scheduler.small_below_memory_gib", sched.get("small_below_memory_gib", 0.0), (0.0, 1e6)
+        ),
+        small_gpus=tuple(g.lower() for g in gpus),
+    )
+
+
 def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EngineProfile:
     """One profile from its TOML table; every number checked against physical bounds."""
     w = f"{where} [{name}]"
@@ -308,19 +360,7 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
             raise RidgelineError(f"{w}: uncertainty.{regime} must be [low, high], got {pair!r}")
         bands[regime] = (lo, hi)
     try:
-        scheduler = Scheduler(
-            policy=str(sched.get("policy", "vllm")),
-            max_num_seqs=int(_num(w, "scheduler.max_num_seqs", sched.get("max_num_seqs", 256), (1, 1 << 20))),
-            max_num_batched_tokens=int(
-                _num(
-                    w,
-                    "scheduler.max_num_batched_tokens",
-                    sched.get("max_num_batched_tokens", 8192),
-                    (1, 1 << 24),
-                )
-            ),
-            chunked_prefill=bool(sched.get("chunked_prefill", True)),
-        )
+        scheduler = _scheduler(w, sched)
     except (TypeError, ValueError) as exc:
         raise RidgelineError(f"{w}: scheduler: {exc}") from None
     runs_on = entry.get("runs_on", [])
@@ -440,15 +480,7 @@ def profile_to_toml(p: EngineProfile) -> str:
         "collective = " + table({"latency_s": p.collective_latency_s, "link_efficiency": p.link_efficiency}),
         f"vendor = {table(p.vendor)}",
         *([f"vendor_memory = {table(p.vendor_memory)}"] if p.vendor_memory else []),
-        "scheduler = "
-        + table(
-            {
-                "policy": p.scheduler.policy,
-                "max_num_seqs": p.scheduler.max_num_seqs,
-                "max_num_batched_tokens": p.scheduler.max_num_batched_tokens,
-                "chunked_prefill": p.scheduler.chunked_prefill,
-            }
-        ),
+        "scheduler = " + table(_scheduler_fields(p.scheduler)),
     ]
     if p.runs_on:
         lines.append(f"runs_on = {_toml_value(list(p.runs_on))}")
@@ -477,3 +509,20 @@ def _toml_value(v: Any) -> str:
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     text = str(v).replace("\\", "\\\\").replace('"', '\\"')
     return f'"{text}"'
+
+
+def _scheduler_fields(sc: Scheduler) -> dict[str, Any]:
+    """A scheduler as its TOML table: the accelerator-dependent defaults only when set."""
+    fields: dict[str, Any] = {
+        "policy": sc.policy,
+        "max_num_seqs": sc.max_num_seqs,
+        "max_num_batched_tokens": sc.max_num_batched_tokens,
+        "chunked_prefill": sc.chunked_prefill,
+    }
+    small = {
+        "small_max_num_seqs": sc.small_max_num_seqs,
+        "small_max_num_batched_tokens": sc.small_max_num_batched_tokens,
+        "small_below_memory_gib": sc.small_below_memory_gib or None,
+        "small_gpus": list(sc.small_gpus) or None,
+    }
+    return fields | {k: v for k, v in small.items() if v is not None}

@@ -293,7 +293,7 @@ def configurations(
     rooms: dict[tuple[Any, ...], KvCache | str] = {}
     auto = space.auto_replicas
     for shape in space.shapes():
-        sched = profiles[shape.engine].scheduler
+        sched = profiles[shape.engine].scheduler.on(gpus[shape.gpu])
         knobs = list(
             dict.fromkeys(
                 (sched.max_num_seqs if s is None else s, sched.max_num_batched_tokens if t is None else t)
