@@ -361,6 +361,8 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         bands[regime] = (lo, hi)
     try:
         scheduler = _scheduler(w, sched)
+    except RidgelineError:
+        raise  # names its field already
     except (TypeError, ValueError) as exc:
         raise RidgelineError(f"{w}: scheduler: {exc}") from None
     runs_on = entry.get("runs_on", [])
