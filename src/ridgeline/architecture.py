@@ -14,6 +14,8 @@ from functools import cached_property
 
 @dataclass(frozen=True)
 class Architecture:
+    """A model's dimensions, from which its parameters and KV bytes follow."""
+
     name: str
     family: str
     layers: int

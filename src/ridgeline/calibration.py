@@ -31,6 +31,8 @@ TEXTS = ("model", "gpu", "source")
 
 @dataclass(frozen=True)
 class Calibration:
+    """Rates and fixed costs fitted to measurements (`ridgeline fit`)."""
+
     effective_flops_per_s: float
     effective_bandwidth_bytes_per_s: float
     step_overhead_s: float = 0.0

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Cost:
+    """Dollars per million input and output tokens at a price per GPU-hour."""
+
     price_per_gpu_hour_usd: float
     gpus: int
     usd_per_million_input_tokens: float

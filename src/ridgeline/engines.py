@@ -141,6 +141,8 @@ class Reach:
 
 @dataclass(frozen=True)
 class EngineProfile:
+    """A real engine's rates, per-step costs, collectives, scheduler and bands."""
+
     name: str
     label: str
     gemm: dict[str, float]  # fraction of the dense peak a large matmul reaches, by maths dtype

@@ -34,6 +34,8 @@ FALLBACK = {"fp16": ("bf16",), "bf16": ("fp16",), "fp16acc16": ("fp16", "bf16")}
 
 @dataclass(frozen=True)
 class Accelerator:
+    """One accelerator as the catalogue states it (data/gpus.toml)."""
+
     name: str
     peak_flops: dict[str, float]
     bandwidth_bytes_per_s: float

@@ -25,6 +25,8 @@ MAX_BATCHED_TOKENS = 8192  # the prefill chunk whose activations must fit at onc
 
 @dataclass(frozen=True)
 class PerGpu:
+    """One GPU's memory, planned: what it holds, and what it has."""
+
     weight_bytes: float
     kv_bytes: float
     activation_bytes: float
@@ -36,6 +38,8 @@ class PerGpu:
 
 @dataclass(frozen=True)
 class Suggestion:
+    """A way to make it fit: narrower weights or more tensor parallelism, and the batch it then holds."""
+
     weights: str
     tp: int
     gpus: int
@@ -44,6 +48,8 @@ class Suggestion:
 
 @dataclass(frozen=True)
 class MemoryPlan:
+    """Weights + KV cache + activations + runtime overhead, per GPU, and what fits."""
+
     weight_bytes: float
     kv_bytes_per_token: float
     kv_bytes: float

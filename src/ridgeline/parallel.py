@@ -26,6 +26,8 @@ COLLECTIVE_LATENCY_S = 8e-6  # per all-reduce or hand-off: launch plus link late
 
 @dataclass(frozen=True)
 class Parallel:
+    """Tensor, pipeline and expert parallelism: tp x pp GPUs a replica."""
+
     tp: int = 1
     pp: int = 1
     ep: int = 1

@@ -74,6 +74,8 @@ class Phase:
 
 @dataclass(frozen=True)
 class ModelInfo:
+    """The model, as the estimate names it."""
+
     name: str
     family: str
     parameters: int
@@ -85,6 +87,8 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class GpuInfo:
+    """The accelerator: its peak FLOP/s in the maths dtype, bandwidth, memory and link."""
+
     name: str
     label: str
     peak_flops: float
@@ -95,6 +99,8 @@ class GpuInfo:
 
 @dataclass(frozen=True)
 class ParallelInfo:
+    """The parallelism, its pipeline bubble, and communication's share of a decode step."""
+
     tp: int
     pp: int
     ep: int
@@ -105,6 +111,8 @@ class ParallelInfo:
 
 @dataclass(frozen=True)
 class Training:
+    """The training contrast: 6 x active parameters FLOPs a token, 16 bytes a parameter."""
+
     flops_per_token: float
     bytes_per_parameter: int
 

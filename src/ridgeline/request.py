@@ -19,6 +19,8 @@ from ridgeline.step import decode_step, prefill_step, rooflines
 
 @dataclass(frozen=True)
 class Timeline:
+    """One request: its prefill, its first decode step, and all its decode steps together."""
+
     prefill: StepTime
     first_decode: StepTime
     decode_s: float  # all decode steps together
