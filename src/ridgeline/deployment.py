@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # engine profiles and calibrations load when a deployment nam
     from pathlib import Path
 
     from ridgeline.calibration import Calibration
-    from ridgeline.engines import EngineProfile, Reach
+    from ridgeline.engines import EngineProfile, Reach, Scheduler
 
 LARGE_PASS_TOKENS = 1e9  # a pass this large fills the tensor cores: where a roof is read
 
@@ -138,6 +138,11 @@ class Deployment:
         if self.engine is None:
             raise RidgelineError("this deployment has no engine profile (give --engine)")
         return self.engine.reach(self)
+
+    @property
+    def scheduler(self) -> Scheduler | None:
+        """Its engine's scheduler defaults on its accelerator (None without an engine)."""
+        return self.engine.scheduler.on(self.hw) if self.engine is not None else None
 
     @property
     def ridge(self) -> float:

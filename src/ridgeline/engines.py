@@ -306,25 +306,33 @@ def _table(where: str, entry: dict[str, Any], key: str) -> dict[str, Any]:
 _SEQS, _TOKENS = (1, 1 << 20), (1, 1 << 24)
 
 
-def _scheduler(w: str, sched: dict[str, Any]) -> Scheduler:
-    def count(key: str, bounds: tuple[float, float], default: int | None) -> int | None:
-        value = sched.get(key, default)
-        return None if value is None else int(_num(w, f"scheduler.{key}", value, bounds))
+_COUNTS = {
+    "max_num_seqs": _SEQS,
+    "max_num_batched_tokens": _TOKENS,
+    "small_max_num_seqs": _SEQS,
+    "small_max_num_batched_tokens": _TOKENS,
+}
 
+
+def _scheduler(w: str, sched: dict[str, Any]) -> Scheduler:
+    """A profile's scheduler table; what it leaves out takes Scheduler's own defaults."""
     gpus = sched.get("small_gpus", [])
     if not isinstance(gpus, list) or not all(isinstance(g, str) and g for g in gpus):
         raise RidgelineError(f'{w}: scheduler.small_gpus must be a list of names, e.g. ["a100"]')
+    given: dict[str, Any] = {
+        key: int(_num(w, f"scheduler.{key}", sched[key], bounds))
+        for key, bounds in _COUNTS.items()
+        if key in sched
+    }
+    if "small_below_memory_gib" in sched:
+        given["small_below_memory_gib"] = _num(
+            w, "scheduler.small_below_memory_gib", sched["small_below_memory_gib"], (0.0, 1e6)
+        )
     return Scheduler(
         policy=str(sched.get("policy", "vllm")),
-        max_num_seqs=int(count("max_num_seqs", _SEQS, 256) or 256),
-        max_num_batched_tokens=int(count("max_num_batched_tokens", _TOKENS, 8192) or 8192),
         chunked_prefill=bool(sched.get("chunked_prefill", True)),
-        small_max_num_seqs=count("small_max_num_seqs", _SEQS, None),
-        small_max_num_batched_tokens=count("small_max_num_batched_tokens", _TOKENS, None),
-        small_below_memory_gib=_num(
-            w, "scheduler.small_below_memory_gib", sched.get("small_below_memory_gib", 0.0), (0.0, 1e6)
-        ),
         small_gpus=tuple(g.lower() for g in gpus),
+        **given,
     )
 
 

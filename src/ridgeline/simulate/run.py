@@ -117,7 +117,7 @@ def engine_config(
 ) -> EngineConfig:
     """The engine's knobs: those given, else the deployment's engine profile's scheduler
     (its policy, max sequences and batched-token budget), else vLLM's defaults."""
-    base = m.engine.scheduler.on(m.hw) if m.engine is not None else EngineConfig()
+    base = m.scheduler or EngineConfig()
     return EngineConfig(
         max_num_seqs=base.max_num_seqs if max_num_seqs is None else max_num_seqs,
         max_num_batched_tokens=(

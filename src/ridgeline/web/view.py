@@ -165,7 +165,7 @@ def roofline_dict(s: State) -> dict[str, Any]:
     ideal = m.at_peak()
     prefill_tokens = s.batch * s.prompt
     flops_per_s, bytes_per_s = m.reach
-    chunk = (m.engine.scheduler.on(m.hw) if m.engine is not None else Scheduler()).max_num_batched_tokens
+    chunk = (m.scheduler or Scheduler()).max_num_batched_tokens
     engine = None
     if m.engine is not None:
         engine = {"name": m.engine.name, "label": m.engine.label, "band": bool(e["uncertainty"])}
