@@ -274,20 +274,17 @@ class Engine:
         if not n and not chunks:
             raise RuntimeError("an engine step with no tokens to run: a scheduling bug")
         tokens = n
+        sampled = self.sampled(chunks, n) if chunks else n
         if model.global_only:
             pairs = cached = 0.0
             if n:
                 mean = (n * self.step - self.sum_base) / n  # affine in the context: n x the mean
                 pairs = n * attended_pairs(1, mean, 0)
                 cached = n * cached_tokens(mean, 0)
-            sampled = n  # one token per decoder, and one per prefill the step finishes
-            target = self.reqs.target
-            for rid, new, c in chunks:
+            for _, new, c in chunks:
                 tokens += new
                 pairs += attended_pairs(new, c, 0)
                 cached += cached_tokens(c, 0)
-                if c + new == target[rid]:
-                    sampled += 1
             if self.fast:
                 c0, m0, f0 = model.by_tokens.get(tokens) or model.at_tokens(tokens)
                 compute = c0 + model.pair_s[0] * pairs
@@ -311,7 +308,7 @@ class Engine:
                 for g, w in enumerate(model.windows):
                     group_pairs[g] += attended_pairs(new, c, w)
                     group_cached[g] += cached_tokens(c, w)
-            dt = model.time_s(tokens, group_pairs, group_cached, self.sampled(chunks, n))
+            dt = model.time_s(tokens, group_pairs, group_cached, sampled)
             self.record_groups(dt, tokens, group_pairs, group_cached)
         t1 = self.t + dt
         self.t = t1
