@@ -98,6 +98,32 @@ def test_a_decode_step_is_its_bytes_at_the_profiles_bandwidth_plus_its_overhead(
     assert step["time_s"] == pytest.approx(weights_s + kv_s + overhead_s, rel=2e-3)
 
 
+def test_a_large_batchs_step_takes_the_matmuls_roofline_then_attentions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At batch 512 and 400 tokens of context the matmuls wait on arithmetic (512 tokens of
+    2 FLOPs a weight against one read of the weights) while attention waits on the KV cache:
+    an engine runs them one after the other, so the step is the sum of the two rooflines, not
+    one roofline over the whole pass (which would hide the KV reads under the matmuls)."""
+    path = tmp_path / "perfect.toml"
+    path.write_text(PERFECT, encoding="utf-8")
+    batch, context = 512, 400
+    shape = ("--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--batch", str(batch))
+    out = run_json(capsys, "estimate", *shape, "--prompt-tokens", str(context), "--engine", str(path))
+    served = PARAMS_8B - EMBEDDING_8B  # every weight but the looked-up table
+    matmuls_s = max(2 * served * batch / H100_SXM_BF16_FLOPS, served * 2 / H100_SXM_BANDWIDTH)
+    pairs = batch * LAYERS_8B * (context + 0.5)  # each new token against the cache and itself
+    attention_flops = pairs * 2 * 2 * 4096  # scores and values, 32 heads of 128
+    kv_bytes = batch * (context + 1) * KV_BYTES_PER_TOKEN_8B  # read the cache, write the token
+    attention_s = max(attention_flops / H100_SXM_BF16_FLOPS, kv_bytes / H100_SXM_BANDWIDTH)
+    assert 2 * served * batch / H100_SXM_BF16_FLOPS > served * 2 / H100_SXM_BANDWIDTH  # compute-bound
+    assert kv_bytes / H100_SXM_BANDWIDTH > attention_flops / H100_SXM_BF16_FLOPS  # memory-bound
+    assert out["decode"]["time_s"] == pytest.approx(matmuls_s + attention_s, rel=1e-9)
+    flops, bytes_ = 2 * served * batch + attention_flops, served * 2 + kv_bytes
+    whole_pass_s = max(flops / H100_SXM_BF16_FLOPS, bytes_ / H100_SXM_BANDWIDTH)
+    assert out["decode"]["time_s"] > 1.2 * whole_pass_s
+
+
 def test_tensor_parallelism_scales_the_step_overhead_by_its_log(capsys: pytest.CaptureFixture[str]) -> None:
     p = engines()["vllm"]
     base = p.fixed_s + p.per_layer_s * LAYERS_8B

@@ -31,6 +31,7 @@ DEPLOYMENTS = [
     ("gemma-3-270m", "rtx-4090", {}),  # 512-token windows on five layers of six
     ("deepseek-v3", "h200", {"tp": 8, "ep": 8}),  # latent attention, shared experts
     ("gpt-oss-20b", "h100-sxm", {"engine": "vllm"}),  # an engine's rates, 128-token windows
+    ("llama-3.1-8b", "h100-sxm", {"engine": "sglang"}),  # matmuls and attention apart, global
     ("qwen3-30b-a3b", "h100-sxm", {"tp": 2, "method": "per-op"}),
     ("mistral-7b", "l40s", {"pp": 2, "method": "per-op"}),
 ]

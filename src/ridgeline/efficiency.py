@@ -49,6 +49,7 @@ class Rates:
     collective_latency_s: float = COLLECTIVE_LATENCY_S
     link_bytes_per_s: float = 0.0
     expert_flops_per_s: Any = None  # a MoE's routed experts' matmuls; None: the linear rate
+    apart: bool = False  # the matmuls and attention as kernels apart, each on its own roofline
 
 
 def flat_rates(

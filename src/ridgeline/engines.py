@@ -2,8 +2,15 @@
 
 The presets take one flat fraction of peak FLOP/s and one of bandwidth for everything. A
 real engine runs less than the lesson's ledger (served_work: the input embedding is looked
-up, the lm_head runs on the sampled tokens alone), and falls short of the roofline for
-reasons each of which has a physical term here:
+up, the lm_head runs on the sampled tokens alone), runs its matmuls and attention as
+kernels apart, each on its own roofline (a step whose matmuls wait on arithmetic still
+waits for attention to read the KV cache: roofline.time_work),
+
+    step             = max(matmul FLOPs / GEMM FLOP/s, weight bytes / weight bytes/s)
+                       + max(attention FLOPs / attention FLOP/s, KV bytes / KV bytes/s)
+                       + collectives + step overhead
+
+and falls short of the roofline for reasons each of which has a physical term here:
 
     GEMM FLOP/s      = peak(dtype) x gemm[dtype] x vendor x M / (M + half_m)
                        (M: tokens in the pass; a skinny matmul cannot fill the tensor cores;
@@ -255,6 +262,7 @@ class EngineProfile:
             collective_latency_s=r.collective_latency_s,
             link_bytes_per_s=r.link_bytes_per_s,
             expert_flops_per_s=self._small_m(r.expert_flops_per_s, routed) if a.is_moe else gemm,
+            apart=True,
         )
 
     def _small_m(self, flops_per_s: Num, m: Num) -> Num:

@@ -14,7 +14,7 @@ from ridgeline._num import sum_of_max_lines
 from ridgeline.deployment import Deployment
 from ridgeline.ledger import uniform
 from ridgeline.roofline import StepTime
-from ridgeline.step import decode_step, prefill_step, rooflines
+from ridgeline.step import decode_step, prefill_step, rooflines, step_rooflines
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,12 @@ def decode_time_s(m: Deployment, prompt: int, output: int, batch: int = 1) -> fl
 def _segment_s(m: Deployment, c0: int, n: int, batch: int, here: StepTime | None = None) -> float:
     """n decode steps from context c0, whose terms are affine in the context."""
     here = here or decode_step(m, c0, batch)
-    if m.method == "lesson":  # one roofline a pass: the step price is all it takes
-        there = decode_step(m, c0 + 1, batch)
-        lines = [(here.compute_s, there.compute_s, here.memory_s, there.memory_s)]
+    if m.method == "lesson":  # the step price's own rooflines are all it takes
+        here_lines, there_lines = step_rooflines(here), step_rooflines(decode_step(m, c0 + 1, batch))
     else:
-        p0, p1 = uniform(m.arch, 1, c0, batch), uniform(m.arch, 1, c0 + 1, batch)
-        lines = [(a, c, b, d) for (a, b), (c, d) in zip(rooflines(m, p0), rooflines(m, p1), strict=True)]
+        here_lines = rooflines(m, uniform(m.arch, 1, c0, batch))
+        there_lines = rooflines(m, uniform(m.arch, 1, c0 + 1, batch))
+    lines = [(a, c, b, d) for (a, b), (c, d) in zip(here_lines, there_lines, strict=True)]
     total = n * (float(here.comm_s) + here.overhead_s)
     for c_a, c_b, m_a, m_b in lines:
         total += sum_of_max_lines(float(c_a), float(c_b - c_a), float(m_a), float(m_b - m_a), n)

@@ -3,7 +3,13 @@
 The ridge is peak / bandwidth in FLOPs per byte: a pass whose intensity lies above it
 waits on arithmetic (compute-bound), below it on memory (memory-bound). This is the
 lesson's method: one roofline over a whole pass (`step.price` chooses it or the per-op
-ledger by the deployment's method).
+ledger by the deployment's method). Under an engine profile (its Rates say `apart`) the
+matmuls and attention are kernels run one after the other, each on its own roofline:
+
+    time = max(matmul FLOPs, weight bytes) + max(attention FLOPs, KV bytes)   (each at its rate)
+
+which is the same time whenever both wait on the same thing, and longer where a large
+batch's matmuls wait on arithmetic while attention waits on the KV cache.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ class StepTime:
     kv_bytes_per_gpu: Num = 0.0
     ops_s: Num | None = None  # per-op method: the sum of each operator's own roofline time
     attention_flops: Num = 0.0  # the part of `flops` that is attention (scores and values)
+    attention_s: Num = 0.0  # the part of `compute_s` that is attention, when timed apart
 
     @property
     def memory_s(self) -> Num:
@@ -73,19 +80,28 @@ def time_work(work: Work, m: Deployment, rates: Rates | None = None) -> StepTime
         expert_weight_bytes=work.expert_weight_bytes,
         kv_bytes=work.kv_read_bytes + work.kv_write_bytes,
     )
+    attention_s: Num = 0.0
     if r.linear_flops_per_s is r.attention_flops_per_s is r.expert_flops_per_s:  # one rate for all
         compute_s = par.pp * share.flops / r.linear_flops_per_s
     else:  # each kind of arithmetic at its own rate
         expert_rate = r.linear_flops_per_s if r.expert_flops_per_s is None else r.expert_flops_per_s
         dense_s = (work.linear_flops - work.expert_flops) / gpus / r.linear_flops_per_s
         expert_s = work.expert_flops / gpus / expert_rate
-        compute_s = par.pp * (dense_s + expert_s + work.attention_flops / gpus / r.attention_flops_per_s)
+        attention_s = par.pp * work.attention_flops / gpus / r.attention_flops_per_s
+        compute_s = par.pp * (dense_s + expert_s) + attention_s
+    weight_s = par.pp * share.weight_bytes / r.weight_bytes_per_s
+    kv_s = par.pp * share.kv_bytes / r.kv_bytes_per_s
+    ops_s = None
+    if r.apart:  # the matmuls on their roofline, then attention on its own
+        ops_s = maximum(compute_s - attention_s, weight_s) + maximum(attention_s, kv_s)
     return StepTime(
         flops=flops,
         bytes=work.bytes,
         compute_s=compute_s,
-        weight_s=par.pp * share.weight_bytes / r.weight_bytes_per_s,
-        kv_s=par.pp * share.kv_bytes / r.kv_bytes_per_s,
+        weight_s=weight_s,
+        kv_s=kv_s,
+        ops_s=ops_s,
+        attention_s=attention_s,
         comm_s=comm_s(m, work.tokens, r),
         overhead_s=r.overhead_s,
         weight_bytes_per_gpu=share.weight_bytes,

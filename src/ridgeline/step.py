@@ -39,14 +39,22 @@ def price(d: Deployment, p: Pass) -> StepTime:
 
 def rooflines(d: Deployment, p: Pass) -> list[tuple[Num, Num]]:
     """The (compute seconds, memory seconds) of each roofline whose maximum the method
-    sums: the whole pass (lesson), or each operator (per-op). A pass takes the sum of their
+    sums: the whole pass (lesson; the matmuls and attention under an engine), or each
+    operator (per-op). A pass takes the sum of their
     maxima plus its communication and fixed overhead; `ridgeline fit` fits rates to them."""
     if d.method == "per-op":
         from ridgeline.operators import operator_rows
 
         return [(r.compute_s, r.weight_s + r.kv_s + r.other_s) for r in operator_rows(d, p)]
-    step = price(d, p)
-    return [(step.compute_s, step.memory_s)]
+    return step_rooflines(price(d, p))
+
+
+def step_rooflines(step: StepTime) -> list[tuple[Num, Num]]:
+    """The rooflines of a pass priced by the lesson's method: the whole pass's, or, where an
+    engine runs them as kernels apart (roofline.time_work), the matmuls' and attention's."""
+    if step.ops_s is None:
+        return [(step.compute_s, step.memory_s)]
+    return [(step.compute_s - step.attention_s, step.weight_s), (step.attention_s, step.kv_s)]
 
 
 def pass_step(d: Deployment, new_tokens: Num, context: Num = 0, batch: Num = 1) -> StepTime:

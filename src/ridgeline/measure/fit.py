@@ -8,7 +8,9 @@ For each load point the model is
 
 With `served` (what `fit --engine` writes), a pass's FLOPs and bytes are an engine's, not
 the lesson's: the input embedding looked up, the lm_head run on the sampled tokens alone
-(EngineProfile.served_work), so the profile it writes predicts what it was fitted to.
+(EngineProfile.served_work), and the max is taken twice and summed, once for the matmuls
+(their FLOPs against the weights) and once for attention (its FLOPs against the KV cache, at
+a bandwidth of its own), so the profile it writes predicts what it was fitted to.
 
 Once each pass is known to be compute- or memory-bound the model is linear in
 (t0, o, 1/F, 1/W); the bound is assigned from the current estimate and the fit repeated
@@ -90,12 +92,15 @@ def rows_of(m: Deployment, gs: list[Group], served: bool = False) -> list[Row]:
     def row(kind: str, measured_s: float, p: Pass) -> Row:
         terms = rooflines(unit, p)
         step = price(unit, p)
-        flops = np.stack([np.asarray(c, dtype=float) * peak for c, _ in terms], axis=-1)
-        nbytes = np.stack([np.asarray(b, dtype=float) * bw for _, b in terms], axis=-1)
+        # each roofline's terms over the pass's steps (a term that no context moves is one number)
+        flops = np.stack(np.broadcast_arrays(*[np.asarray(c, dtype=float) * peak for c, _ in terms]), axis=-1)
+        nbytes = np.stack(np.broadcast_arrays(*[np.asarray(b, dtype=float) * bw for _, b in terms]), axis=-1)
         fixed = float(np.mean(np.asarray(step.comm_s) + step.overhead_s))
         if not kv_apart(m, served):
             return Row(kind, measured_s, flops, nbytes, fixed)
-        kv = np.asarray(step.kv_s, dtype=float)[..., None] * bw  # one roofline a pass
+        # an engine's two rooflines (step.step_rooflines): the matmuls read the weights,
+        # attention the KV cache, which has its own rate
+        kv = nbytes * np.array([0.0, 1.0])
         return Row(kind, measured_s, flops, nbytes - kv, fixed, kv)
 
     low = min((g.concurrency for g in gs), default=1)

@@ -290,10 +290,9 @@ class Engine:
                 compute = c0 + model.pair_s[0] * pairs
                 memory = m0 + model.cached_s[0] * cached
                 if chunks and model.per_sampled:
-                    per_c, per_f = model.by_sampled.get(tokens) or model.sampled_at(tokens)
-                    extra = sampled - tokens
-                    compute += per_c * extra
-                    f0 += per_f * extra
+                    more_c, more_f = model.sampling(tokens, sampled)
+                    compute += more_c
+                    f0 += more_f
                 dt = (compute if compute > memory else memory) + f0
             else:
                 dt = model.time_s(tokens, [pairs], [cached], sampled)

@@ -10,9 +10,15 @@ the work into compute_s, memory_s and comm_s, and
 For a fixed T the core's compute_s is affine in the pairs and its memory_s affine in the
 cached tokens (FLOPs = 2 P T + a * pairs; bytes = weights(T) + k * (cached + T)). So the
 engine evaluates each step in a few operations: the T-only part comes from the core once per
-distinct T, the slopes from the core once per model. `StepModel` checks that this reading
-reproduces a direct core call to 1e-12 at start-up and otherwise prices every step through
-the core.
+distinct T, the slopes from the core once per model. An engine profile times the matmuls and
+attention as kernels apart, each on its own roofline (roofline.time_work):
+
+    step_s = max(matmuls_s, weights_s) + max(attention_s, kv_s) + comm_s + overhead_s
+
+where only attention's pair is affine in the context: for a fixed T the matmuls' maximum is
+one more fixed part of the step, and the same two lines remain. `StepModel` checks that
+this reading reproduces a direct core call to 1e-12 at start-up and otherwise prices every
+step through the core.
 """
 
 from __future__ import annotations
@@ -36,9 +42,11 @@ class StepModel:
         self.windows = [w for _, w in self.groups]
         self.global_only = self.windows == [0]
         self.by_tokens: dict[int, tuple[float, float, float]] = {}
-        self.overhead_at: dict[int, float] = {}  # overhead_s of each step in by_tokens
+        # the core's own compute_s, weight_s and overhead_s of each step in by_tokens
+        self.parts_at: dict[int, tuple[float, float, float]] = {}
         zeros = [0.0] * len(self.groups)
         base = self.core(1, zeros, zeros)
+        self.apart = base.ops_s is not None and m.method == "lesson"  # an engine's two rooflines
         self.pair_s: list[float] = []  # compute seconds per attended pair, per group
         self.cached_s: list[float] = []  # memory seconds per cached token read, per group
         for g in range(len(self.groups)):
@@ -63,30 +71,50 @@ class StepModel:
         )
 
     def at_tokens(self, tokens: int) -> tuple[float, float, float]:
-        """(compute_s, memory_s, comm_s + overhead_s) of a step of T tokens with no context."""
+        """(compute_s, memory_s, fixed_s) of a step of T tokens with no context: the lines'
+        intercepts and what does not move with the context (comm_s + overhead_s, and the
+        matmuls' roofline when they run apart from attention)."""
         found = self.by_tokens.get(tokens)
         if found is None:
             zeros = [0.0] * len(self.groups)
             s = self.core(tokens, zeros, zeros)
-            found = (float(s.compute_s), float(s.memory_s), float(s.comm_s) + float(s.overhead_s))
+            compute_s, weight_s, overhead_s = float(s.compute_s), float(s.weight_s), float(s.overhead_s)
+            fixed_s = float(s.comm_s) + overhead_s
+            if self.apart:  # attention's line starts at 0 pairs; the KV writes start its memory
+                found = (0.0, float(s.memory_s) - weight_s, fixed_s + max(compute_s, weight_s))
+            else:
+                found = (compute_s, float(s.memory_s), fixed_s)
             self.by_tokens[tokens] = found
-            self.overhead_at[tokens] = float(s.overhead_s)
+            self.parts_at[tokens] = (compute_s, weight_s, overhead_s)
         return found
 
     def sampled_at(self, tokens: int) -> tuple[float, float]:
-        """(compute_s, fixed_s) per token sampled beyond a step of T tokens' own T: the
+        """(compute_s, overhead_s) per token sampled beyond a step of T tokens' own T: the
         difference from the step that samples all T (at_tokens' core call, kept)."""
         found = self.by_sampled.get(tokens)
         if found is None:
             zeros = [0.0] * len(self.groups)
-            compute_s = self.at_tokens(tokens)[0]
+            self.at_tokens(tokens)
+            compute_s, _, overhead_s = self.parts_at[tokens]
             more = self.core(tokens, zeros, zeros, tokens + PROBE)
             found = (
                 (float(more.compute_s) - compute_s) / PROBE,
-                (float(more.overhead_s) - self.overhead_at[tokens]) / PROBE,
+                (float(more.overhead_s) - overhead_s) / PROBE,
             )
             self.by_sampled[tokens] = found
         return found
+
+    def sampling(self, tokens: int, sampled: float) -> tuple[float, float]:
+        """What sampling `sampled` tokens rather than all T adds to (compute_s, fixed_s): the
+        lm_head's matmul to the compute line, or, apart from attention, to the matmuls'
+        roofline in the fixed part; the per-sequence cost to the fixed part."""
+        per_c, per_f = self.by_sampled.get(tokens) or self.sampled_at(tokens)
+        extra = sampled - tokens
+        if not self.apart:
+            return per_c * extra, per_f * extra
+        compute_s, weight_s, _ = self.parts_at[tokens]
+        matmuls = max(compute_s + per_c * extra, weight_s) - max(compute_s, weight_s)
+        return 0.0, matmuls + per_f * extra
 
     def terms(self, tokens: int, pairs: list[float], cached: list[float]) -> tuple[float, float, float]:
         """(compute_s, memory_s, fixed_s) of a mixed step."""
@@ -111,9 +139,9 @@ class StepModel:
         else:
             c, mem, f0 = self.terms(tokens, pairs, cached)
         if sampled is not None and self.per_sampled:
-            per_c, per_f = self.sampled_at(tokens)
-            c += per_c * (sampled - tokens)
-            f0 += per_f * (sampled - tokens)
+            more_c, more_f = self.sampling(tokens, sampled)
+            c += more_c
+            f0 += more_f
         return (c if c > mem else mem) + f0
 
     def decode_run(
@@ -127,25 +155,25 @@ class StepModel:
         )
 
     def _reproduces_core(self) -> bool:
-        """The affine reading against a direct core call at an arbitrary mixed step."""
+        """The affine reading against a direct core call at an arbitrary mixed step: its two
+        lines (the pass's compute and memory, or attention's when the matmuls run apart)
+        and its time."""
         tokens = 777
         pairs = [123_456.5 * (g + 1) for g in range(len(self.groups))]
         cached = [98_765.0 * (g + 1) for g in range(len(self.groups))]
         sampled = 5.0
         direct = self.core(tokens, pairs, cached, sampled)
         c0, m0, f0 = self.at_tokens(tokens)
-        per_c, per_f = self.sampled_at(tokens)
-        c0 += per_c * (sampled - tokens)
-        f0 += per_f * (sampled - tokens)
-        c = c0 + sum(a * p for a, p in zip(self.pair_s, pairs, strict=True))
+        more_c, more_f = self.sampling(tokens, sampled)
+        c = c0 + more_c + sum(a * p for a, p in zip(self.pair_s, pairs, strict=True))
         mem = m0 + sum(b * x for b, x in zip(self.cached_s, cached, strict=True))
-        want = (
-            float(direct.compute_s),
-            float(direct.memory_s),
-            float(direct.comm_s) + float(direct.overhead_s),
-        )
-        pairs_up = zip((c, mem, f0), want, strict=True)
-        return all(math.isclose(x, y, rel_tol=1e-12, abs_tol=0.0) for x, y in pairs_up)
+        if self.apart:
+            lines = (float(direct.attention_s), float(direct.kv_s))
+        else:
+            lines = (float(direct.compute_s), float(direct.memory_s))
+        got = (c, mem, max(c, mem) + f0 + more_f)
+        want = (*lines, float(direct.time_s))
+        return all(math.isclose(x, y, rel_tol=1e-12, abs_tol=0.0) for x, y in zip(got, want, strict=True))
 
 
 class DecodeRun:
