@@ -490,6 +490,18 @@ def test_a_calibration_round_trips_through_toml_with_awkward_text(tmp_path: Path
         ),
         ("cal.json", '{"effective_flops_per_s": 4e14}', "effective_bandwidth_bytes_per_s"),
         ("cal.toml", '{"effective_flops_per_s": 4e14}', "TOML"),
+        # finite, but an estimate made with them would not be: a step or a first token of 1e308 s
+        (
+            "cal.json",
+            '{"effective_flops_per_s": 4e14, "effective_bandwidth_bytes_per_s": 2e12, '
+            '"step_overhead_s": 1e308}',
+            "step_overhead_s",
+        ),
+        (
+            "cal.json",
+            '{"effective_flops_per_s": 4e14, "effective_bandwidth_bytes_per_s": 2e12, "ttft_offset_s": 61}',
+            "ttft_offset_s",
+        ),
     ],
 )
 def test_a_calibration_holding_nan_infinity_or_a_negative_is_refused(

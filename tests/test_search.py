@@ -7,6 +7,7 @@ rest; the cost of a point is the lesson's arithmetic; bad input is one line and 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -211,6 +212,29 @@ def test_resume_refuses_another_workload(tmp_path: Path) -> None:
     other = Settings("m", arch, w, metrics.Slo(ttft_s=0.4))
     with pytest.raises(Exception, match="searched with another slo"):
         search(space, other, Executor(), str(tmp_path / "r"), resume=True)
+
+
+@pytest.mark.parametrize(
+    ("column", "value"), [("ttft_p99_s", math.nan), ("usd_per_million_tokens", -math.inf), ("replicas", 0)]
+)
+def test_resume_refuses_a_part_holding_what_no_search_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], column: str, value: float
+) -> None:
+    """A part edited (or damaged) so that Parquet still reads it: one line naming the part and
+    the column, status 2, no answer made from it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "edited"
+    search_json(capsys, *SMALL, *TRAFFIC, "--workers", "1", "--out", str(out))
+    part = sorted(out.glob("part-*.parquet"))[0]
+    rows = pq.read_table(part).to_pylist()
+    rows[0][column] = value
+    pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(part)), part)
+    again = ("--workers", "1", "--out", str(out), "--resume")
+    code, stdout, err = run(capsys, "search", *SMALL, *TRAFFIC, *again)
+    assert code == 2 and stdout == ""
+    assert len(err.strip().splitlines()) == 1 and part.name in err and f"{column} = " in err
 
 
 def test_ctrl_c_on_the_command_line_keeps_every_finished_point(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ A calibration is flat: JSON or TOML, as the file's name says.
 or the same keys as `key = value` lines of TOML. Effective rates replace eta x peak; the
 step overhead is added to every forward pass (kernel launches, sampling, scheduling); the
 TTFT offset to every first token (network, HTTP and queueing outside the model). Rates
-must be finite and positive, overheads finite and not negative: a NaN here would become a
-NaN in every estimate made with it.
+must be finite and positive, overheads not negative and at most a minute: a NaN or an
+infinity here would become one in every estimate made with it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ FORMATS = (".json", ".toml")
 RATES = ("effective_flops_per_s", "effective_bandwidth_bytes_per_s")
 OVERHEADS = ("step_overhead_s", "ttft_offset_s")
 TEXTS = ("model", "gpu", "source")
+MAX_OVERHEAD_S = 60.0  # a step's or a first token's fixed cost: seconds are already a broken server
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,8 @@ def _checked(where: str, data: dict[str, Any]) -> Calibration:
         return f"calibration {where}: {key}"
 
     numbers = {key: check_number(name(key), data[key], lo=0.0, lo_open=True, hint=hint) for key in RATES}
-    numbers |= {key: check_number(name(key), data.get(key, 0.0), lo=0.0, hint=hint) for key in OVERHEADS}
+    for key in OVERHEADS:
+        numbers[key] = check_number(name(key), data.get(key, 0.0), lo=0.0, hi=MAX_OVERHEAD_S, hint=hint)
     texts = {key: data.get(key, "") for key in TEXTS}
     for key, value in texts.items():
         if not isinstance(value, str):

@@ -11,7 +11,7 @@ import os
 import sys
 from functools import cache
 
-from ridgeline.errors import RidgelineError
+from ridgeline.errors import RidgelineError, Stopped
 from ridgeline.options import Shared as o  # the vocabulary every command shares
 from ridgeline.options import argument, canonical, deployment, option, parse, typed
 
@@ -320,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("ridgeline: interrupted\n")
         return 130
+    except Stopped as exc:  # a command stopped by a signal, having said so
+        return exc.status
     except BrokenPipeError:
         _quiet_stdout()
         return 0
@@ -369,6 +371,8 @@ def _run_typer(args: list[str]) -> int:
         return 2
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
+    except Stopped as exc:
+        return exc.status
     except typer.Abort:
         sys.stderr.write("ridgeline: interrupted\n")
         return 130

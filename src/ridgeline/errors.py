@@ -1,4 +1,5 @@
-"""The one exception a user can cause, with the fix in its message."""
+"""The one exception a user can cause, with the fix in its message; and the one a signal
+causes once a command has said it stopped."""
 
 from __future__ import annotations
 
@@ -13,6 +14,15 @@ class RidgelineError(ValueError):
     The message is one line that names the bad value and says how to fix it; the
     command line prints it on stderr and exits with status 2.
     """
+
+
+class Stopped(Exception):
+    """A command stopped by Ctrl-C or SIGTERM that has said so in one line (see
+    interrupts.py); the command line exits with `status`, 130 or 143."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
 
 
 def unknown_name(kind: str, name: str, known: Iterable[str], listing: str) -> RidgelineError:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ridgeline.checks import check_size
 from ridgeline.errors import RidgelineError
+from ridgeline.interrupts import SigtermInterrupts
 
 DEFAULT_SIZE = "1280x720"
 DEFAULT_FPS = 12
@@ -284,42 +285,24 @@ def encode(
     n = round(timing.duration_s * fps)
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdin is not None
-    restore = _interrupt_on_sigterm()
-    try:
-        for i in range(n):
-            proc.stdin.write(frames.frame(i / fps))
-            step()
-        proc.stdin.close()
-        err = proc.stderr.read() if proc.stderr is not None else b""
-        code = proc.wait()
-    except BrokenPipeError:
-        err = proc.stderr.read() if proc.stderr is not None else b""
-        code = proc.wait()
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        part.unlink(missing_ok=True)
-        raise
-    finally:
-        restore()
+    with SigtermInterrupts():  # SIGTERM as Ctrl-C: the half-written film is removed
+        try:
+            for i in range(n):
+                proc.stdin.write(frames.frame(i / fps))
+                step()
+            proc.stdin.close()
+            err = proc.stderr.read() if proc.stderr is not None else b""
+            code = proc.wait()
+        except BrokenPipeError:
+            err = proc.stderr.read() if proc.stderr is not None else b""
+            code = proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            part.unlink(missing_ok=True)
+            raise
     if code != 0:
         part.unlink(missing_ok=True)
         detail = err.decode(errors="replace").strip().splitlines()
         raise RidgelineError(f"ffmpeg could not write the film: {detail[-1] if detail else f'exit {code}'}")
     part.replace(mp4)
-
-
-def _interrupt_on_sigterm() -> Any:
-    """While frames render, SIGTERM interrupts like Ctrl-C, so the half-written film is
-    removed; returns what puts the old handler back."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, interrupt)
-    return lambda: signal.signal(signal.SIGTERM, old)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import signal
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -25,6 +23,7 @@ from ridgeline import __version__, metrics
 from ridgeline.architecture import Architecture
 from ridgeline.checks import check_fraction, check_number, check_price, check_size
 from ridgeline.errors import RidgelineError
+from ridgeline.interrupts import SigtermInterrupts
 from ridgeline.search import answer as answers
 from ridgeline.search.executors import Executor
 from ridgeline.search.fidelity import SCREENS, WINDOW, Work, simulate_stage
@@ -264,7 +263,7 @@ def search(
     if progress:
         progress(len(rows), total)
     interrupted: str | None = None
-    stop = _Stop()
+    stop = SigtermInterrupts()
     work = Work()
     simulating = time.perf_counter()
     try:
@@ -320,26 +319,3 @@ def search(
         warnings=warnings,
         rows=done,
     )
-
-
-class _Stop:
-    """While the simulate stage runs, SIGTERM stops it as Ctrl-C does (finished points kept);
-    records which signal it was."""
-
-    def __init__(self) -> None:
-        self.signame: str | None = None
-        self.previous: Any = None
-
-    def __enter__(self) -> _Stop:
-        if threading.current_thread() is threading.main_thread():
-
-            def interrupt(signum: int, frame: Any) -> None:
-                self.signame = "SIGTERM"
-                raise KeyboardInterrupt
-
-            self.previous = signal.signal(signal.SIGTERM, interrupt)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)

@@ -20,6 +20,7 @@ workload, SLO, seed and ridgeline version may not.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -29,7 +30,7 @@ from typing import Any
 from ridgeline._files import dumps, loads_json
 from ridgeline.checks import one_line
 from ridgeline.errors import RidgelineError
-from ridgeline.search.stage import COLUMNS
+from ridgeline.search.stage import COLUMNS, FIDELITIES, STATUSES
 
 META = "_search.json"
 PART = re.compile(r"^part-(\d{5,})\.parquet$")
@@ -147,7 +148,12 @@ class Store:
                 raise RidgelineError(
                     f"cannot read {_show(self.path / name)} ({type(exc).__name__}); delete it and --resume"
                 ) from None
-            rows += table.to_pylist()
+            for row in table.to_pylist():
+                bad = unwritten(row)
+                if bad:
+                    why = f"holds a row no search writes ({bad}); delete it and --resume"
+                    raise RidgelineError(f"{_show(self.path / name)} {why}")
+                rows.append(row)
         return rows
 
     def add(self, row: dict[str, Any]) -> None:
@@ -172,6 +178,26 @@ class Store:
         self.next_part += 1
         self.written += len(self.buffer)
         self.buffer = []
+
+
+COUNTS = ("tp", "pp", "ep", "max_num_seqs", "max_num_batched_tokens", "replicas", "gpus_per_replica", "gpus")
+
+
+def unwritten(row: dict[str, Any]) -> str | None:
+    """What in a row read back no search writes (a part edited or damaged in a way Parquet
+    still reads), or None: a number that is not finite or is negative, a count below one, an
+    unknown status or fidelity, no key. A resumed search would answer from it."""
+    if not row.get("key"):
+        return "no key"
+    if row.get("status") not in STATUSES or row.get("fidelity") not in FIDELITIES:
+        return f"status {row.get('status')!r}, fidelity {row.get('fidelity')!r}"
+    for column, kind in COLUMNS.items():
+        value = row.get(column)
+        if value is None or kind not in ("double", "int64"):
+            continue
+        if not math.isfinite(value) or value < (1 if column in COUNTS else 0):
+            return f"{column} = {value}"
+    return None
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:

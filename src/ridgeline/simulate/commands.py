@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import typer
 
+from ridgeline.interrupts import SigtermInterrupts
 from ridgeline.options import (
     BANDWIDTH_EFF,
     CALIBRATION,
@@ -159,7 +160,8 @@ def simulate(
     total = len(w.trace.arrival_s) if w.trace else (w.requests or None)
     if total is None and not w.closed and w.rate_per_s and w.duration_s:
         total = int(w.rate_per_s * w.duration_s)
-    with _progress(not as_json and (total or 0) >= 5000, total, "simulating") as progress:
+    showing = not as_json and (total or 0) >= 5000
+    with SigtermInterrupts(say=True), _progress(showing, total, "simulating") as progress:
         result = run(d, w, engine=cfg, replicas=replicas, router=router, slo=slo, progress=progress)
     if out:
         out_files.write_records(out, result.records)
@@ -233,6 +235,12 @@ def plan(
     from ridgeline.simulate.run import engine_config
 
     planner.check_plan(rate, requests, seeds)
+    if slo_ttft_p99 is None and slo_tpot_p99 is None and slo_e2e_p99 is None:
+        from ridgeline.errors import RidgelineError
+
+        raise RidgelineError(
+            "plan finds the highest rate inside an SLO: give --slo-ttft-p99, --slo-tpot-p99 or --slo-e2e-p99"
+        )
     w = build_workload(
         1.0,
         arrival,
@@ -272,7 +280,7 @@ def plan(
         deployments[0], max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization
     )
     estimate = len(deployments) * (seeds * 8 + 1 + planner.CONFIRM_SEEDS)
-    with _progress(not as_json, estimate, "planning") as progress:
+    with SigtermInterrupts(say=True), _progress(not as_json, estimate, "planning") as progress:
         ticks = [0]
 
         def tick() -> None:
