@@ -96,3 +96,16 @@ def one_line(text: str, limit: int = 2000) -> str:
     """A message as one printable line: control characters escaped, length capped."""
     out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
     return out if len(out) <= limit else out[: limit - 1] + "…"
+
+
+def split_list(flag: str, text: str, example: str) -> list[str]:
+    """`a,b,c` into its values, each stripped; none empty: `1,,2` is a typo, not a value to
+    skip. `example` is a good value of the flag, for the message."""
+    if not isinstance(text, str):
+        raise RidgelineError(f"{flag} must be text such as {example}, got {text!r:.60}")
+    items = [part.strip() for part in text.split(",")]
+    if not any(items):
+        raise RidgelineError(f"{flag} lists no values; give at least one, e.g. {flag} {example}")
+    if not all(items):
+        raise RidgelineError(f"{flag} {text!r:.80} has an empty value between its commas")
+    return items

@@ -126,13 +126,14 @@ class Endpoint:
     def __post_init__(self) -> None:
         import httpx
 
-        parts = urlsplit(self.base_url)
-        try:
-            usable = parts.port is None or parts.port > 0
+        try:  # an unclosed [IPv6 host] or a port out of range fails to split at all
+            parts = urlsplit(self.base_url)
+            usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+            usable = usable and (parts.port is None or parts.port > 0)
             httpx.URL(self.url)  # what httpx itself would refuse later: a bad IDNA host, a space
         except (ValueError, httpx.InvalidURL):
             usable = False
-        if parts.scheme not in ("http", "https") or not parts.hostname or not usable:
+        if not usable:
             shown = self.redactor.clip(self.base_url, 200)
             raise RidgelineError(
                 f"URL {shown!r} must be http:// or https://, a host and an optional port, "

@@ -64,10 +64,12 @@ def _emit(data: Any) -> None:
 
 
 def _ints(flag: str, text: str) -> list[int]:
+    from ridgeline.checks import split_list
     from ridgeline.errors import RidgelineError
 
+    items = split_list(flag, text, "1,2")  # outside the try: its RidgelineError is a ValueError too
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
+        values = [int(v) for v in items]
     except ValueError:
         raise RidgelineError(
             f"{flag} {text!r}: give whole numbers separated by commas, e.g. 128,512"
@@ -78,10 +80,12 @@ def _ints(flag: str, text: str) -> list[int]:
 
 
 def _floats(flag: str, text: str) -> list[float]:
+    from ridgeline.checks import split_list
     from ridgeline.errors import RidgelineError
 
+    items = split_list(flag, text, "1,2")
     try:
-        values = [float(v) for v in text.split(",") if v.strip()]
+        values = [float(v) for v in items]
     except ValueError:
         raise RidgelineError(f"{flag} {text!r}: give numbers separated by commas, e.g. 0.5,2") from None
     if not values or min(values) <= 0:
@@ -123,10 +127,12 @@ def _machine(records_path: str, model: str | None, gpu: str, **kw: Any) -> Any:
     """The deployment to predict with, and the records; the model defaults to the one the
     records name (a .gguf's weights default to its stored mix, as everywhere)."""
     from ridgeline.errors import RidgelineError
+    from ridgeline.measure.records import check_times
     from ridgeline.metrics import read_records
     from ridgeline.models import get_model
 
     recs = read_records(records_path)
+    check_times(recs, records_path)
     if model is None:
         named = next((r.get("model") for r in recs if r.get("model")), None)
         try:
@@ -394,9 +400,10 @@ def fit(
     """Fit effective FLOP/s, bandwidth, per-step overhead and TTFT offset; write a calibration."""
     from pathlib import Path
 
+    from ridgeline._files import loads_toml
     from ridgeline.calibration import check_calibration_path, save_calibration
     from ridgeline.checks import check_size
-    from ridgeline.engines import get_engine, profile_to_toml
+    from ridgeline.engines import get_engine, profile_from_entry, profile_to_toml
     from ridgeline.errors import RidgelineError
     from ridgeline.measure import render
     from ridgeline.measure.fit import as_engine, engine_name
@@ -419,7 +426,10 @@ def fit(
     source = f"ridgeline fit {src.name}"
     if base is not None:
         profile = as_engine(result, m, base, f"{base.name}-{m.hw.name}", source)
-        path.write_text(profile_to_toml(profile), encoding="utf-8")
+        text = profile_to_toml(profile)
+        # read back as `estimate --engine FILE.toml` reads it: what cannot load is not written
+        profile_from_entry(profile.name, loads_toml(text)[profile.name], str(path))
+        path.write_text(text, encoding="utf-8")
     else:
         save_calibration(result.calibration(source), path)
     if as_json:

@@ -144,7 +144,13 @@ def ttft_intercept(points: list[tuple[float, float]]) -> tuple[float | None, flo
 
 
 def compare(m: Deployment, records: list[dict[str, Any]]) -> Comparison:
+    """The records' load points against the prediction; records with no successful request
+    are refused in one line, as `fit` refuses them: an empty comparison is no result."""
+    from ridgeline.errors import RidgelineError
+
     gs = groups(records)
+    if not gs:
+        raise RidgelineError("no successful requests in the records: nothing to compare")
     top = m.at_peak()
     rows = []
     for g in gs:
@@ -185,6 +191,4 @@ def compare(m: Deployment, records: list[dict[str, Any]]) -> Comparison:
         b_short, b_long = short.decode_parts_s["bytes_per_step"], long_.decode_parts_s["bytes_per_step"]
         extra = b_long / b_short - 1
     ceiling = timed[0].ceiling_fraction if timed else None
-    if not rows:
-        notes.append("no successful requests to compare")
     return Comparison(m.arch.name, m.hw.name, rows, offset, slope, slow, slow_pred, extra, ceiling, notes)

@@ -26,7 +26,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ridgeline.calibration import Calibration
+from ridgeline.calibration import MAX_OVERHEAD_S, Calibration
 from ridgeline.deployment import Deployment
 from ridgeline.efficiency import Efficiency
 from ridgeline.engines import MAX_SHARE, EngineProfile
@@ -319,6 +319,7 @@ def fit(m: Deployment, records: list[dict[str, Any]], served: bool = False) -> F
         math.isfinite(v) and v >= 0 for v in costs
     ):
         raise RidgelineError("the fit found no finite, positive rates in these records: nothing written")
+    check_fitted(m, result, served)
 
     def finite(d: dict[str, float | None]) -> dict[str, float | None]:
         return {k: v if v is not None and math.isfinite(v) else None for k, v in d.items()}
@@ -329,6 +330,47 @@ def fit(m: Deployment, records: list[dict[str, Any]], served: bool = False) -> F
         error_before=finite(result.error_before),
         error_after=finite(result.error_after),
     )
+
+
+CALIBRATION_SHARE = 10.0  # the most of a peak `estimate --calibration` takes (Deployment.build)
+PROFILE_COST_S = 10.0  # the most fixed cost an engine profile holds (engines.profile_from_entry)
+
+
+def check_fitted(m: Deployment, result: Fit, served: bool) -> None:
+    """Refuse in one line a fit whose file would be refused where it is read: a calibration
+    holds rates of [MIN_EFFICIENCY, 10] x the peak and fixed costs of at most a minute, an
+    engine profile [1e-4, MAX_SHARE] x the peak and at most 10 s. A rate ten times a data
+    sheet's, or under a ten-thousandth of it, is not this machine: records of another model,
+    accelerator or parallelism, or times that are not what they say."""
+    from ridgeline.checks import MIN_EFFICIENCY
+    from ridgeline.errors import RidgelineError
+
+    top = MAX_SHARE if served else CALIBRATION_SHARE
+    held = "an engine profile" if served else "a calibration"
+    why = (
+        f"the records are not one sweep of {m.arch.name} on {m.hw.name} (check --model, --gpu, --tp "
+        "and the records' prompt lengths and times); nothing written"
+    )
+    shares = {
+        "effective FLOP/s": (result.compute_eff, "peak FLOP/s"),
+        "effective bandwidth": (result.bandwidth_eff, "bandwidth"),
+        "effective KV-cache bandwidth": (
+            result.effective_kv_bandwidth_bytes_per_s / m.hw.bandwidth_bytes_per_s,
+            "bandwidth",
+        ),
+    }
+    for name, (share, of) in shares.items():
+        if not MIN_EFFICIENCY <= share <= top:
+            raise RidgelineError(
+                f"the fitted {name} is {share:.3g} x {m.hw.name}'s {of}, outside "
+                f"[{MIN_EFFICIENCY:g}, {top:g}], what {held} may hold: {why}"
+            )
+    most_s = PROFILE_COST_S if served else MAX_OVERHEAD_S
+    costs = {"per-step overhead": result.step_overhead_s, "TTFT offset": result.ttft_offset_s}
+    for name, cost_s in costs.items():
+        if cost_s > most_s:
+            over = f"over the {most_s:g} s {held} may hold"
+            raise RidgelineError(f"the fitted {name} is {cost_s:.3g} s, {over}: {why}")
 
 
 def _fit(m: Deployment, gs: list[Group], served: bool = False) -> Fit:

@@ -15,6 +15,14 @@ from ridgeline.errors import RidgelineError
 from ridgeline.measure.client import Stream
 from ridgeline.measure.workload import Point
 
+# The least a time of a record may be, above zero. No token comes back in less than a
+# microsecond (a loopback round trip alone takes several), so a smaller TTFT, TPOT or E2E is
+# a broken or hand-made record; and a ratio over one (bytes per step / TPOT, ideal / measured)
+# can run to infinity (5e-324 s). Zero keeps its meaning: no first token, or every token in
+# one network read.
+MIN_TIME_S = 1e-6
+TIME_KEYS = ("ttft_s", "tpot_s", "e2e_s")
+
 
 def output_tokens_from(s: Stream, counted: int | None) -> tuple[int, str]:
     """N and where it came from: usage, else a tokenizer on the text, else the number of
@@ -87,6 +95,8 @@ def prepare_file(path: Path, resume: bool) -> list[dict[str, Any]]:
                 f"{path} already holds records: pass --resume to continue that run, or another --out"
             )
         earlier = metrics.read_records(path)  # checked before anything is cut or appended
+        check_resumable(earlier, path)
+        check_times(earlier, path)
         with path.open("rb+") as handle:
             size = handle.seek(0, 2)
             handle.seek(max(size - 1, 0))
@@ -97,6 +107,38 @@ def prepare_file(path: Path, resume: bool) -> list[dict[str, Any]]:
     except OSError as exc:
         raise RidgelineError(f"--out {str(path)!r}: {exc.strerror or exc}") from None
     return earlier
+
+
+# What every record `measure` writes holds, and what resuming reads of it: which request
+# of which point it was (so it is not sent again), and, unless it failed, its times and its
+# count (so the summary can be made). A record without them is another tool's, or hand-made.
+RESUME_KEYS = ("request_id", "target_prompt_tokens")
+SUCCESS_KEYS = ("ttft_s", "e2e_s", "output_tokens")
+
+
+def check_resumable(records: list[dict[str, Any]], path: Path) -> None:
+    """Refuse, before anything is sent or cut, a file whose records `measure` did not write:
+    resuming it would send requests and then fail to summarise them."""
+    for number, rec in enumerate(records, 1):
+        wanted = RESUME_KEYS if rec.get("error") else RESUME_KEYS + SUCCESS_KEYS
+        missing = [key for key in wanted if rec.get(key) is None]
+        if missing:
+            raise RidgelineError(
+                f"--resume: record {number} of {path} has no {missing[0]!r}, which every record "
+                "measure writes holds: this is not a measure run to continue; give another --out"
+            )
+
+
+def check_times(records: list[dict[str, Any]], path: str | Path) -> None:
+    """Refuse a record whose TTFT, TPOT or E2E is above zero but under MIN_TIME_S."""
+    for number, rec in enumerate(records, 1):
+        for key in TIME_KEYS:
+            value = rec.get(key)
+            if value is not None and 0 < value < MIN_TIME_S:
+                raise RidgelineError(
+                    f"record {number} of {path}: {key} {value!r} is under {MIN_TIME_S:g} s, faster "
+                    "than any token can come back: fix or delete that record"
+                )
 
 
 def done_ids(records: list[dict[str, Any]], point: Point) -> set[int]:

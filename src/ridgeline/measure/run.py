@@ -35,6 +35,7 @@ from ridgeline.measure.tokens import Tokenizer, discover, local_tokenizer
 from ridgeline.measure.workload import Point, arrival_gaps_s, exact_prompt, request_seed
 
 WARMUP_TOKENS = 4  # output tokens of a warm-up request
+MAX_SEED = 2**63 - 1  # simulate's bound too: one seed means the same in every command
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class Plan:
         check_size("--requests", self.requests, maximum=workload.MAX_REQUESTS)
         check_size("--output-tokens", self.output_tokens, maximum=workload.MAX_TOKENS)
         check_size("--warmup", self.warmup, minimum=0, maximum=workload.MAX_WARMUP)
-        check_size("--seed", self.seed, minimum=-(2**63), maximum=2**63 - 1)
+        check_size("--seed", self.seed, minimum=0, maximum=MAX_SEED)  # as simulate takes it
         workload.check_burstiness(self.burstiness)
         if self.duration_s is not None:
             check_positive("--duration", self.duration_s, hi=MAX_TIMEOUT_S)
@@ -189,20 +190,30 @@ async def choose_tokenizer(client: Any, ep: Endpoint, plan: Plan, hooks: Hooks) 
     if plan.tokenizer:
         return local_tokenizer(plan.tokenizer)
     try:
-        found = await discover(client, ep.base_url, ep.model)
+        found = await discover(client, ep.base_url, ep.model, ep.timeout_s)
     except httpx.TransportError as exc:  # no connection at all: say so now, not after every request
         kind, message = classify(exc, Stream(), ep)
         raise Unreachable(kind, ep.shown_url, ep.redactor.clip(message)) from None
     if found:
         return found
     hooks.on_note(
-        "warning: the server has no tokenize endpoint and no --tokenizer was given: prompt lengths are "
+        f"warning: the server has no tokenize endpoint that answers within --timeout ({ep.timeout_s:g} s) "
+        "and no --tokenizer was given: prompt lengths are "
         "estimates (about one token a word), and output counts fall back to chunks when usage is missing"
     )
     return Tokenizer("estimate", overhead=1)
 
 
-async def prepare(client: Any, tok: Tokenizer, jobs: list[tuple[Point, int]], seed: int) -> list[Prepared]:
+async def prepare(
+    client: Any, tok: Tokenizer, jobs: list[tuple[Point, int]], seed: int, ep: Endpoint
+) -> list[Prepared]:
+    """Every prompt, counted, before anything is sent. A tokenize endpoint that answered at
+    discovery and then fails (an error status, a reply that never ends) stops the run in one
+    line: a prompt of unknown length would make its record lie."""
+    import httpx
+
+    from ridgeline.errors import RidgelineError
+
     gate = asyncio.Semaphore(8)
 
     async def one(point: Point, rid: int) -> Prepared:
@@ -210,7 +221,21 @@ async def prepare(client: Any, tok: Tokenizer, jobs: list[tuple[Point, int]], se
             text, count = await exact_prompt(client, tok, point.prompt_tokens, request_seed(seed, point, rid))
             return Prepared(text, count)
 
-    return list(await asyncio.gather(*(one(p, r) for p, r in jobs)))
+    tasks = [asyncio.ensure_future(one(p, r)) for p, r in jobs]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        if tok.source != "server" or isinstance(exc, RidgelineError):
+            raise
+        why = ep.redactor.clip(f"{tok.url}: {str(exc) or type(exc).__name__}", 300)
+        raise RidgelineError(
+            f"the server's tokenize endpoint failed while the prompts were prepared ({why}); nothing "
+            "was sent: pass --tokenizer FILE (a .gguf or tokenizer.json) to count tokens locally"
+        ) from None
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def run(plan: Plan, ep: Endpoint, out: Path, resume: bool, hooks: Hooks, workers: int = 1) -> int:
@@ -229,7 +254,7 @@ async def run(plan: Plan, ep: Endpoint, out: Path, resume: bool, hooks: Hooks, w
         ]
         jobs = [(p, rid) for p in plan.points for rid in todo[p]] + warm
         hooks.on_note(f"preparing {len(jobs)} prompts with the {tok.source} tokenizer")
-        prompts = dict(zip(jobs, await prepare(client, tok, jobs, plan.seed), strict=True))
+        prompts = dict(zip(jobs, await prepare(client, tok, jobs, plan.seed, ep), strict=True))
         run_start = clock()
         if workers > 1:
             job = {

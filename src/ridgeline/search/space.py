@@ -23,7 +23,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ridgeline import _files
+from ridgeline import _files, checks
 from ridgeline.architecture import Architecture
 from ridgeline.checks import MAX_TOKENS, check_size, one_line
 from ridgeline.engines import engines, get_engine
@@ -173,14 +173,7 @@ def point_seed(base_seed: int, key: str) -> int:
 
 def split_list(flag: str, text: str) -> list[str]:
     """`a,b,c` into its values, each stripped; none empty."""
-    if not isinstance(text, str):
-        raise RidgelineError(f"{flag} must be text such as 1,2,4, got {text!r:.60}")
-    items = [part.strip() for part in text.split(",")]
-    if not any(items):
-        raise RidgelineError(f"{flag} lists no values; give at least one, e.g. {flag} {example(flag)}")
-    if not all(items):
-        raise RidgelineError(f"{flag} {text!r:.80} has an empty value between its commas")
-    return items
+    return checks.split_list(flag, text, example(flag))
 
 
 def example(flag: str) -> str:
