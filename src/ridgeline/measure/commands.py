@@ -460,7 +460,10 @@ def probe(
         raise RidgelineError(f"--name {name[:80]!r}: use up to 64 letters, digits, - and _")
     if threads is not None:
         check_size("--threads", threads, maximum=MAX_THREADS)
-    result = probing.probe(name.lower(), "quick" if quick else "full", threads)
+    from ridgeline.interrupts import SigtermInterrupts
+
+    with SigtermInterrupts(say=True):
+        result = probing.probe(name.lower(), "quick" if quick else "full", threads)
     path = str(probing.save(result)) if save else None
     if as_json:
         _emit(result.to_dict() | {"entry": result.entry(), "saved_to": path})

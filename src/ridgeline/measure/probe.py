@@ -93,7 +93,8 @@ def stream_bandwidth(mb_per_thread: int, threads: int, repeats: int) -> float:
             start.wait()
             np.add(b, c, out=a)
 
-        pool = [threading.Thread(target=work, args=trio) for trio in arrays]
+        # daemons: an interrupt between their start and the barrier must not keep the process alive
+        pool = [threading.Thread(target=work, args=trio, daemon=True) for trio in arrays]
         for t in pool:
             t.start()
         start.wait()
