@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from ridgeline.errors import RidgelineError
+
 
 @dataclass(frozen=True)
 class Architecture:
@@ -201,3 +203,18 @@ class Architecture:
     def routed_expert_params(self) -> int:
         """All routed-expert parameters, the part of a MoE model a step reads selectively."""
         return self.moe_layers * self.experts * self.expert_params
+
+
+def check_sizes(arch: Architecture, where: str) -> None:
+    """The sizes every estimate sums and divides by. Fields that each look sound can still
+    give a model no parameters, more active parameters than it has, or no KV cache; those
+    would print negative bytes or divide by zero, so the model is refused here, once."""
+    total, active = arch.parameters, arch.active_parameters
+    if total <= 0:
+        raise RidgelineError(f"{where}: its dimensions give {total:,} parameters; check the config")
+    if not 0 < active <= total:
+        raise RidgelineError(
+            f"{where}: its dimensions give {active:,} active parameters of {total:,}; check the config"
+        )
+    if arch.kv_elements_per_token_per_layer <= 0:  # every layer attends, so every layer caches
+        raise RidgelineError(f"{where}: its dimensions give no KV cache per token; check the config")

@@ -128,14 +128,24 @@ def read_gguf(path: Path) -> GgufSummary:
                 cur.scalar(10)  # offset of the data
                 block, block_bytes = GGML_QUANT_SIZES[kind]
                 n = math.prod(dims)
+                if n % block:  # ggml stores whole blocks; n // block would round a part block away
+                    raise ValueError(
+                        f"tensor {name!r:.80} has {n} elements, not whole {kind.name} blocks of {block}"
+                    )
                 elements[kind.name] += n
                 nbytes[kind.name] += n // block * block_bytes
                 names.add(name)
+            file_bytes = len(buf)
     except (OSError, ValueError, struct.error, KeyError, OverflowError, RecursionError) as exc:
         raise RidgelineError(f"{str(path)!r} is not a readable GGUF file ({exc}); check the file") from None
     if sum(elements.values()) == 0:
         raise RidgelineError(
             f"{str(path)!r} holds no weights (no tensors, or only empty ones); check the file"
+        )
+    if sum(nbytes.values()) > file_bytes:  # the weights are in the file, after its header
+        raise RidgelineError(
+            f"{str(path)!r} declares {sum(nbytes.values()):,} bytes of weights in {file_bytes:,} bytes; "
+            "is the file cut short? download it again"
         )
     return GgufSummary(metadata, dict(elements), dict(nbytes), frozenset(names))
 

@@ -85,17 +85,22 @@ class Accelerator:
 
 
 def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
+    def figure(key: str, value: Any) -> float:
+        return _figure(f"{name} {key}", value, where)
+
     try:
-        peaks = {str(k): float(v) for k, v in dict(entry["peak_flops"]).items()}
+        peaks = {str(k): figure(f"peak_flops.{k}", v) for k, v in dict(entry["peak_flops"]).items()}
         acc = Accelerator(
             name=name,
             peak_flops=peaks,
-            bandwidth_bytes_per_s=float(entry["bandwidth_bytes_per_s"]),
-            memory_bytes=float(entry["memory_bytes"]),
-            interconnect_bytes_per_s=float(entry.get("interconnect_bytes_per_s", 0.0)),
+            bandwidth_bytes_per_s=figure("bandwidth_bytes_per_s", entry["bandwidth_bytes_per_s"]),
+            memory_bytes=figure("memory_bytes", entry["memory_bytes"]),
+            interconnect_bytes_per_s=figure(
+                "interconnect_bytes_per_s", entry.get("interconnect_bytes_per_s", 0.0)
+            ),
             label=str(entry.get("label", name)),
             interconnect=str(entry.get("interconnect", "")),
-            price_per_hour_usd=float(entry.get("price_per_hour_usd", 0.0)),
+            price_per_hour_usd=figure("price_per_hour_usd", entry.get("price_per_hour_usd", 0.0)),
             source=str(entry.get("source", where)),
             link=str(entry.get("link", "")).lower(),
             vendor=str(entry.get("vendor", "")).lower(),
@@ -105,12 +110,26 @@ def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
             f"accelerator {name!r} in {where} lacks {exc.args[0]}: give peak_flops, "
             "bandwidth_bytes_per_s and memory_bytes"
         ) from None
-    except (TypeError, ValueError, AttributeError):
+    except RidgelineError:
+        raise
+    except (TypeError, ValueError):  # dict() of something that is not a table
         raise RidgelineError(
-            f"accelerator {name!r} in {where} has a non-numeric value: numbers such as 989e12"
+            f"accelerator {name!r} in {where}: peak_flops must be a table such as {{ bf16 = 989e12 }}"
         ) from None
     check_accelerator(acc)
     return acc
+
+
+def _figure(field: str, value: Any, where: str) -> float:
+    """One figure as a float, or one line naming its field. JSON allows integers of any
+    length, and float() refuses those beyond 1.8e308 with an OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        got = "a number beyond 1.8e308"
+    except (TypeError, ValueError):
+        got = f"{value!r:.60}"
+    raise RidgelineError(f"{field} in {where} must be a number such as 989e12, got {got}")
 
 
 def check_accelerator(acc: Accelerator) -> None:
@@ -131,11 +150,18 @@ def _within(name: str, value: float, bounds: tuple[float, float], scale: float =
 
 
 def _entries(data: dict[str, Any], where: str) -> dict[str, Accelerator]:
-    out = {}
-    for name, entry in data.items():
+    """The file's accelerators under lower-case names, as --gpu looks them up: `[MyGPU]`
+    is `mygpu` (its label keeps the spelling), and a second spelling of it is refused."""
+    out: dict[str, Accelerator] = {}
+    for spelled, entry in data.items():
         if not isinstance(entry, dict):
-            raise RidgelineError(f"{where}: {name!r} must be a table of fields, see data/gpus.toml")
-        out[name] = _from_entry(name, entry, where)
+            raise RidgelineError(f"{where}: {spelled!r} must be a table of fields, see data/gpus.toml")
+        name = spelled.lower()
+        if name in out:
+            raise RidgelineError(
+                f"{where}: {spelled!r} repeats the accelerator {name!r} (names ignore case); keep one"
+            )
+        out[name] = _from_entry(name, {"label": spelled, **entry}, where)
     return out
 
 

@@ -9,7 +9,7 @@ including their defaults when a field is omitted (tie_word_embeddings defaults t
 
 from __future__ import annotations
 
-from ridgeline.architecture import Architecture
+from ridgeline.architecture import Architecture, check_sizes
 from ridgeline.errors import RidgelineError
 
 TYPE_CHECKING = False
@@ -54,6 +54,26 @@ def _list(cfg: dict[str, Any], key: str, where: str) -> list[Any]:
     if not isinstance(value, list):
         raise RidgelineError(f"{where}: {key} must be a list, got {value!r:.80}")
     return value
+
+
+def _layer_count(cfg: dict[str, Any], key: str, layers: int, where: str) -> int:
+    """A number of layers (DeepSeek's first_k_dense_replace): at most the model has."""
+    count = _int(cfg, key, where)
+    if count > layers:
+        raise RidgelineError(f"{where}: {key} is {count}, more than the {layers} layers (num_hidden_layers)")
+    return count
+
+
+def _layer_set(cfg: dict[str, Any], key: str, layers: int, where: str) -> set[int]:
+    """Layer indices (Qwen-MoE's mlp_only_layers), each a layer the model has; the layers
+    named, each once, as transformers asks `i in mlp_only_layers`."""
+    listed = _list(cfg, key, where)
+    for i in listed:
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < layers:
+            raise RidgelineError(
+                f"{where}: {key} lists {i!r:.40}, not a layer from 0 to {layers - 1} (num_hidden_layers)"
+            )
+    return set(listed)
 
 
 def _windows(cfg: dict[str, Any], family: str, layers: int, where: str) -> tuple[int, ...]:
@@ -112,7 +132,7 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
                 expert_mlp=_req(cfg, "moe_intermediate_size", where),
                 shared_expert_mlp=_int(cfg, "shared_expert_intermediate_size", where),
                 shared_expert_gate=bool(cfg.get("shared_expert_intermediate_size")),
-                dense_layers=len(_list(cfg, "mlp_only_layers", where)),
+                dense_layers=len(_layer_set(cfg, "mlp_only_layers", layers, where)),
             )
         elif family == "gpt_oss":
             fields.update(
@@ -131,7 +151,7 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
                 expert_mlp=moe_mlp,
                 shared_expert_mlp=shared * moe_mlp,
                 router_bias=family == "deepseek_v3",
-                dense_layers=_int(cfg, "first_k_dense_replace", where),
+                dense_layers=_layer_count(cfg, "first_k_dense_replace", layers, where),
                 q_lora_rank=_int(cfg, "q_lora_rank", where),
                 kv_lora_rank=_req(cfg, "kv_lora_rank", where),
                 qk_nope_head_dim=_req(cfg, "qk_nope_head_dim", where),
@@ -169,6 +189,8 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
 
 
 def validate(arch: Architecture, where: str) -> None:
+    """Each field in its range, then the sizes they give together (every model passes here:
+    the catalogue, a config.json, a GGUF's metadata, a Hugging Face id)."""
     sizes = {
         "num_hidden_layers": arch.layers,
         "hidden_size": arch.hidden,
@@ -192,3 +214,9 @@ def validate(arch: Architecture, where: str) -> None:
         raise RidgelineError(f"{where}: num_experts_per_tok must be between 1 and the experts")
     if arch.windows and len(arch.windows) != arch.layers:
         raise RidgelineError(f"{where}: layer_types has {len(arch.windows)} entries for {arch.layers} layers")
+    if arch.is_moe and arch.expert_mlp <= 0:
+        key = "intermediate_size" if arch.family in ("mixtral", "gpt_oss") else "moe_intermediate_size"
+        raise RidgelineError(f"{where}: {key} (the experts' MLP) must be a positive integer")
+    if arch.is_mla and arch.v_head_dim <= 0:
+        raise RidgelineError(f"{where}: v_head_dim must be a positive integer")
+    check_sizes(arch, where)

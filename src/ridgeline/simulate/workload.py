@@ -167,6 +167,8 @@ def text_lines(path: str | Path, flag: str) -> Iterator[tuple[int, str]]:
         if p.is_dir():
             raise RidgelineError(f"{flag}: {str(p)!r} is a folder; give a file")
         handle = p.open("rb")
+    except RidgelineError:  # a ValueError too: said once, as it is
+        raise
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
         reason = getattr(exc, "strerror", None) or exc
         raise RidgelineError(f"{flag}: cannot read {str(p)!r}: {reason}") from None
