@@ -166,6 +166,15 @@ def test_mlp_only_layers_beyond_the_layers_are_refused(tmp_path: Path) -> None:
     assert "mlp_only_layers" in line and "config.json" in line
 
 
+def test_a_hundred_million_layers_are_refused_before_a_window_is_built(tmp_path: Path) -> None:
+    """Gemma 3 lists a window per layer: 1e8 layers would build a tuple of 1e8 before any check."""
+    gemma = {"model_type": "gemma3_text", "num_hidden_layers": 100_000_000, "hidden_size": 64,
+             "num_attention_heads": 2, "vocab_size": 100, "intermediate_size": 128,
+             "max_position_embeddings": 1000, "sliding_window": 512}  # fmt: skip
+    line = refused("models", str(_config(tmp_path / "deep", gemma)))
+    assert "num_hidden_layers" in line and "100,000,000" in line
+
+
 def test_a_layer_listed_twice_in_mlp_only_layers_is_one_dense_layer() -> None:
     once = architecture_from_config({**QWEN_MOE, "mlp_only_layers": [1]}, "q")
     twice = architecture_from_config({**QWEN_MOE, "mlp_only_layers": [1, 1]}, "q")

@@ -94,6 +94,9 @@ def _windows(cfg: dict[str, Any], family: str, layers: int, where: str) -> tuple
     return (window,) * layers
 
 
+MAX_LAYERS = 10_000  # the deepest published models have about 130
+
+
 def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "config.json") -> Architecture:
     """Build an Architecture from a parsed config.json; one clear error on bad input."""
     if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers (Gemma 3)
@@ -108,6 +111,9 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
         )
     try:
         layers = int(_need(cfg, "num_hidden_layers", where))
+        if layers > MAX_LAYERS:  # each layer gets an entry (its window): refuse before building them
+            deep = f"num_hidden_layers is {layers:,}, over the {MAX_LAYERS:,} any model has"
+            raise RidgelineError(f"{where}: {deep}; check the config")
         hidden = int(_need(cfg, "hidden_size", where))
         heads = int(_need(cfg, "num_attention_heads", where))
         if heads == 0:
