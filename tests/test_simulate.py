@@ -162,8 +162,9 @@ def test_closed_form_run_sums_the_steps() -> None:
     ],
     ids=["steady", "overloaded", "prefix-cache", "preempting"],
 )
-def test_jumping_gives_the_stepping_timeline(workload: Workload) -> None:
-    m = Deployment.build()
+@pytest.mark.parametrize("engine", [None, "vllm"])  # vLLM's profile: the matmuls and attention apart
+def test_jumping_gives_the_stepping_timeline(workload: Workload, engine: str | None) -> None:
+    m = Deployment.build(engine=engine)
     jumped = simulate(m, workload=workload, engine=EngineConfig(gpu_memory_utilization=0.35))
     stepped = simulate(m, workload=workload, engine=EngineConfig(gpu_memory_utilization=0.35, jump=False))
     assert sum(jumped.engines[0].trace.steps) == sum(stepped.engines[0].trace.steps)
