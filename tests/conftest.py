@@ -13,6 +13,15 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 
 
+def ctrl_c_delivered() -> None:
+    """A child's preexec_fn: SIGINT back to its default, so that Ctrl-C reaches a command
+    under test even where the suite runs with SIGINT ignored (a shell's background job
+    ignores it, and Python keeps an ignored SIGINT ignored)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run `ridgeline ARGS` as a whole process, the way a user does."""
     return subprocess.run(

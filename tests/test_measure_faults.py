@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import ctrl_c_delivered, run_cli
 from conftest import run_measure as measure
 from fault_server import KINDS, FaultServer
 
@@ -110,7 +110,9 @@ def test_usage_mistakes_exit_2_with_one_line(tmp_path: Path) -> None:
 def _start(url: str, out: Path, *extra: str) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "ridgeline", "measure", url, "--model", "m", "--prompt-tokens", "16"]
     cmd += ["--output-tokens", "10", "--requests", "8", "--warmup", "0", "--quiet", "--out", str(out), *extra]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_delivered
+    )
 
 
 def _wait_for_records(out: Path, n: int, proc: subprocess.Popen[str]) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, ctrl_c_delivered
 from ridgeline import metrics
 from ridgeline.cli import main
 from ridgeline.engines import get_engine
@@ -249,6 +249,7 @@ def test_ctrl_c_on_the_command_line_keeps_every_finished_point(tmp_path: Path) -
          "--output-tokens", "200", "--requests", "1500", "--slo-ttft-p99", "1", "--slo-tpot-p99", "0.05",
          "--workers", "2", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+        preexec_fn=ctrl_c_delivered,
     )  # fmt: skip
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not list(out.glob("part-*.parquet")):

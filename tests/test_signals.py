@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from conftest import ctrl_c_delivered
+
 LONG = {  # each runs for minutes unless stopped
     "simulate": ["simulate", "--requests", "2000000", "--no-jump"],
     "plan": ["plan", "--rate", "10", "--slo-ttft-p99", "1", "--requests", "80000", "--seeds", "100"],
@@ -18,7 +20,11 @@ LONG = {  # each runs for minutes unless stopped
 
 def stopped(argv: list[str], signum: int) -> tuple[int, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ridgeline", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "ridgeline", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ctrl_c_delivered,
     )
     time.sleep(3.0)  # past start-up, into the run
     assert proc.poll() is None, "the command ended before the signal"

@@ -235,12 +235,6 @@ def plan(
     from ridgeline.simulate.run import engine_config
 
     planner.check_plan(rate, requests, seeds)
-    if slo_ttft_p99 is None and slo_tpot_p99 is None and slo_e2e_p99 is None:
-        from ridgeline.errors import RidgelineError
-
-        raise RidgelineError(
-            "plan finds the highest rate inside an SLO: give --slo-ttft-p99, --slo-tpot-p99 or --slo-e2e-p99"
-        )
     w = build_workload(
         1.0,
         arrival,
@@ -268,6 +262,12 @@ def plan(
     slo = _slo(slo_ttft_p99, slo_tpot_p99, slo_e2e_p99)
     specs = planner.parse_deployments(compare, weights) if compare else [(gpu, tp, weights)]
     planner.check_plan(rate, requests, seeds, len(specs))
+    if slo_ttft_p99 is None and slo_tpot_p99 is None and slo_e2e_p99 is None:
+        from ridgeline.errors import RidgelineError
+
+        raise RidgelineError(
+            "plan finds the highest rate inside an SLO: give --slo-ttft-p99, --slo-tpot-p99 or --slo-e2e-p99"
+        )
     shared: dict[str, Any] = dict(
         maths=maths, kv_dtype=kv_dtype, pp=pp, ep=ep, preset=preset, compute_eff=compute_eff,
         bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration, method=method, engine=engine,
