@@ -81,7 +81,8 @@ def time_work(work: Work, m: Deployment, rates: Rates | None = None) -> StepTime
         kv_bytes=work.kv_read_bytes + work.kv_write_bytes,
     )
     attention_s: Num = 0.0
-    if r.linear_flops_per_s is r.attention_flops_per_s is r.expert_flops_per_s:  # one rate for all
+    one_rate = r.linear_flops_per_s is r.attention_flops_per_s is r.expert_flops_per_s
+    if one_rate and not r.apart:  # one rate for all, and one roofline
         compute_s = par.pp * share.flops / r.linear_flops_per_s
     else:  # each kind of arithmetic at its own rate
         expert_rate = r.linear_flops_per_s if r.expert_flops_per_s is None else r.expert_flops_per_s

@@ -40,8 +40,8 @@ def price(d: Deployment, p: Pass) -> StepTime:
 def rooflines(d: Deployment, p: Pass) -> list[tuple[Num, Num]]:
     """The (compute seconds, memory seconds) of each roofline whose maximum the method
     sums: the whole pass (lesson; the matmuls and attention under an engine), or each
-    operator (per-op). A pass takes the sum of their
-    maxima plus its communication and fixed overhead; `ridgeline fit` fits rates to them."""
+    operator (per-op). A pass takes the sum of their maxima plus its communication and
+    fixed overhead; `ridgeline fit` fits rates to them."""
     if d.method == "per-op":
         from ridgeline.operators import operator_rows
 
