@@ -194,6 +194,8 @@ TINY = Architecture(
         ({"experts": 4, "experts_per_token": 2, "expert_mlp": 32, "dense_layers": 5}, "active parameters"),
         ({"hidden": -64}, "parameters"),
         ({"kv_heads": 0}, "KV cache"),
+        # every size at the largest a config may write: 1.4e29 bytes of weights, a TTFT of aeons
+        ({"hidden": 2**31 - 1, "mlp": 2**31 - 1, "vocab": 2**31 - 1}, "parameters"),
     ],
 )
 def test_a_built_architecture_with_impossible_sizes_is_refused(changes: dict[str, int], says: str) -> None:

@@ -205,13 +205,17 @@ class Architecture:
         return self.moe_layers * self.experts * self.expert_params
 
 
+MAX_PARAMETERS = 10**15  # 500 times the largest published model (about 2e12)
+
+
 def check_sizes(arch: Architecture, where: str) -> None:
     """The sizes every estimate sums and divides by. Fields that each look sound can still
-    give a model no parameters, more active parameters than it has, or no KV cache; those
-    would print negative bytes or divide by zero, so the model is refused here, once."""
+    give a model no parameters, more active parameters than it has, no KV cache, or a size
+    no model has; those would print negative bytes, divide by zero or answer in aeons, so
+    the model is refused here, once."""
     total, active = arch.parameters, arch.active_parameters
-    if total <= 0:
-        raise RidgelineError(f"{where}: its dimensions give {total:,} parameters; check the config")
+    if not 0 < total <= MAX_PARAMETERS:
+        raise RidgelineError(f"{where}: its dimensions give {total:,.4g} parameters; check the config")
     if not 0 < active <= total:
         raise RidgelineError(
             f"{where}: its dimensions give {active:,} active parameters of {total:,}; check the config"
