@@ -164,12 +164,16 @@ class FaultServer:
                 echo = f"{lines[0]} with Authorization: {headers.get('authorization', '')}"
                 await self._complete(behaviour, reader, writer, echo)
             else:
-                await self._reply(writer, 404, {"error": {"message": f"no route {path}"}})
+                await self._other(method, path, body, writer)
         except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             pass
         finally:
             with contextlib.suppress(ConnectionError, ssl.SSLError):  # a TLS peer already gone
                 writer.close()
+
+    async def _other(self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter) -> None:
+        """A request that is not a completion: no such route (a subclass may answer it)."""
+        await self._reply(writer, 404, {"error": {"message": f"no route {path}"}})
 
     async def _reply(self, writer: asyncio.StreamWriter, status: int, obj: Any) -> None:
         data = json.dumps(obj).encode()

@@ -17,18 +17,9 @@ from conftest import run_cli
 from conftest import run_measure as measure
 from fault_server import FaultServer
 from test_measure import _synthetic_sweep
+from test_measure_hardening import usage_error
 
 TRICKLE_S = 0.1  # between the lines of a tokenize reply that never ends
-
-
-def usage_error(proc: subprocess.CompletedProcess[str], *words: str) -> str:
-    """Exit 2, no traceback, and exactly one line, `ridgeline: error: ...`, naming `words`."""
-    assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    assert "Traceback" not in proc.stdout + proc.stderr
-    assert proc.stderr.startswith("ridgeline: error:") and proc.stderr.count("\n") == 1, proc.stderr
-    for word in words:
-        assert word in proc.stderr, (word, proc.stderr)
-    return proc.stderr
 
 
 def write_records(path: Path, records: list[dict[str, Any]]) -> Path:
@@ -46,31 +37,17 @@ class TokenizeServer(FaultServer):
         self.honest = honest
         self.tokenize_requests = 0
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            lines = head.decode("latin-1").split("\r\n")
-            _, path, _ = lines[0].split(" ", 2)
-            headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:] if h)}
-            body = json.loads(await reader.readexactly(int(headers.get("content-length", "0"))) or b"{}")
-            if path.endswith("completions"):
-                self.received.append({"path": path, "headers": headers, "body": body})
-                await self._complete(next(self.script), reader, writer, "")
-                return
-            self.tokenize_requests += 1
-            if self.tokenize_requests <= self.honest:
-                text = next(str(v) for k, v in body.items() if k != "model")
-                await self._reply(writer, 200, {"count": len(text.split()) + 1})
-                return
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
-            for _ in range(10_000):  # some seventeen minutes: far past any --timeout here
-                writer.write(b": still counting\n")
-                await writer.drain()
-                await asyncio.sleep(TRICKLE_S)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+    async def _other(self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter) -> None:
+        self.tokenize_requests += 1
+        if self.tokenize_requests <= self.honest:
+            text = next(str(v) for k, v in json.loads(body or b"{}").items() if k != "model")
+            await self._reply(writer, 200, {"count": len(text.split()) + 1})
+            return
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+        for _ in range(10_000):  # some seventeen minutes: far past any --timeout here
+            writer.write(b": still counting\n")
+            await writer.drain()
+            await asyncio.sleep(TRICKLE_S)
 
 
 # --- 1. a tokenize endpoint that never finishes its reply -------------------------------------

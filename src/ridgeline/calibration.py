@@ -28,6 +28,7 @@ RATES = ("effective_flops_per_s", "effective_bandwidth_bytes_per_s")
 OVERHEADS = ("step_overhead_s", "ttft_offset_s")
 TEXTS = ("model", "gpu", "source")
 MAX_OVERHEAD_S = 60.0  # a step's or a first token's fixed cost: seconds are already a broken server
+MAX_SHARE = 10.0  # of a peak: a measured rate may beat a catalogue's peak a little, not tenfold
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ class Deployment:
         eff = make_efficiency(preset, compute_eff, bandwidth_eff)
         source = None
         if calibration is not None:
-            from ridgeline.calibration import Calibration, load_calibration
+            from ridgeline.calibration import MAX_SHARE, Calibration, load_calibration
 
             cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration)
             fitted = cal.efficiency(hw.peak(prec.maths), hw.bandwidth_bytes_per_s)
@@ -101,8 +101,8 @@ class Deployment:
                 bandwidth=fitted.bandwidth if bandwidth_eff is None else eff.bandwidth,
             )
             # A measured rate may beat a catalogue's peak a little; it cannot be nothing.
-            check_efficiency("the calibration's compute efficiency", eff.compute, hi=10.0)
-            check_efficiency("the calibration's bandwidth efficiency", eff.bandwidth, hi=10.0)
+            check_efficiency("the calibration's compute efficiency", eff.compute, hi=MAX_SHARE)
+            check_efficiency("the calibration's bandwidth efficiency", eff.bandwidth, hi=MAX_SHARE)
             source = cal.source or str(calibration)
         if method not in METHODS:
             raise unknown_name("timing method", method, METHODS, "ridgeline estimate --help")

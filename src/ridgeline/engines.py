@@ -291,7 +291,8 @@ class EngineProfile:
 
 MAX_SHARE = 1.5  # the most of a peak a profile may claim: a fit may beat a data sheet a little
 _FRACTION = (1e-4, MAX_SHARE)
-_SECONDS = (0.0, 10.0)
+MAX_SECONDS = 10.0  # the most any fixed cost or latency of a profile may be
+_SECONDS = (0.0, MAX_SECONDS)
 
 
 def _num(where: str, key: str, value: Any, bounds: tuple[float, float]) -> float:

@@ -27,9 +27,10 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ridgeline.calibration import MAX_OVERHEAD_S, Calibration
+from ridgeline.calibration import MAX_SHARE as CALIBRATION_SHARE
 from ridgeline.deployment import Deployment
 from ridgeline.efficiency import Efficiency
-from ridgeline.engines import MAX_SHARE, EngineProfile
+from ridgeline.engines import MAX_SECONDS, MAX_SHARE, EngineProfile
 from ridgeline.measure.compare import Group, groups, predict
 from ridgeline.step import Pass, price, rooflines, uniform
 
@@ -332,10 +333,6 @@ def fit(m: Deployment, records: list[dict[str, Any]], served: bool = False) -> F
     )
 
 
-CALIBRATION_SHARE = 10.0  # the most of a peak `estimate --calibration` takes (Deployment.build)
-PROFILE_COST_S = 10.0  # the most fixed cost an engine profile holds (engines.profile_from_entry)
-
-
 def check_fitted(m: Deployment, result: Fit, served: bool) -> None:
     """Refuse in one line a fit whose file would be refused where it is read: a calibration
     holds rates of [MIN_EFFICIENCY, 10] x the peak and fixed costs of at most a minute, an
@@ -365,7 +362,7 @@ def check_fitted(m: Deployment, result: Fit, served: bool) -> None:
                 f"the fitted {name} is {share:.3g} x {m.hw.name}'s {of}, outside "
                 f"[{MIN_EFFICIENCY:g}, {top:g}], what {held} may hold: {why}"
             )
-    most_s = PROFILE_COST_S if served else MAX_OVERHEAD_S
+    most_s = MAX_SECONDS if served else MAX_OVERHEAD_S
     costs = {"per-step overhead": result.step_overhead_s, "TTFT offset": result.ttft_offset_s}
     for name, cost_s in costs.items():
         if cost_s > most_s:
