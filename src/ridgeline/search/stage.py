@@ -37,7 +37,7 @@ from ridgeline.simulate import report
 from ridgeline.simulate.engine import EngineConfig
 from ridgeline.simulate.plan import judge_run
 from ridgeline.simulate.run import simulate
-from ridgeline.simulate.workload import Trace, Workload, make_requests
+from ridgeline.simulate.workload import Trace, Workload, make_requests, request_columns
 
 # name -> Arrow type; the order is the file's. Nulls: the latencies of an error row, a TPOT
 # when no request decoded.
@@ -275,9 +275,14 @@ def screen(ctx: Context, task: Task) -> Screened:
     w = replace(ctx.workload, seed=task.seed)
     alone = ctx.router == "round-robin"
     try:
-        run = make_requests(w, d.arch.max_context, ctx.block_tokens, d.arch.name)
+        arrival, prompt, output, _, _ = request_columns(w, d.arch.max_context, ctx.block_tokens, d.arch.name)
         mine = slice(0, task.screen * task.replicas, task.replicas) if alone else slice(0, task.screen)
-        first = Trace(tuple(run.arrival_s[mine]), tuple(run.prompt[mine]), tuple(run.output[mine]), "screen")
+        first = Trace(
+            tuple(arrival[mine].tolist()),
+            tuple(prompt[mine].tolist()),
+            tuple(output[mine].tolist()),
+            "screen",
+        )
         n = len(first.arrival_s)
         res = simulate(
             d, replace(w, trace=first, requests=None, duration_s=None), engine=engine(ctx, task),
@@ -286,8 +291,8 @@ def screen(ctx: Context, task: Task) -> Screened:
     except RidgelineError as exc:
         return Screened(task.key, 0, None, None, None, 1.0, math.nan, math.nan, 0, one_line(str(exc), 300))
     cols = report.latency_columns(res.reqs, d.ttft_offset_s)
-    whole = len(run)
-    decoding = int(np.count_nonzero(np.asarray(run.output) > 0))
+    whole = len(arrival)
+    decoding = int(np.count_nonzero(output > 0))
     bad = n - ctx.slo.met_count(cols["ttft_s"], cols["tpot_s"], cols["e2e_s"])  # they miss in the run too
     return Screened(
         key=task.key,
@@ -296,8 +301,8 @@ def screen(ctx: Context, task: Task) -> Screened:
         tpot_s=kth_largest(cols["tpot_s"], p99_rank(decoding)) if decoding else None,
         e2e_s=kth_largest(cols["e2e_s"], p99_rank(whole)),
         attainment=(whole - bad) / whole,
-        prompt_tokens_mean=statistics.fmean(run.prompt),
-        output_tokens_mean=statistics.fmean(run.output) + 1,
+        prompt_tokens_mean=statistics.fmean(prompt.tolist()),  # as make_requests' lists hold them
+        output_tokens_mean=statistics.fmean(output.tolist()) + 1,
         kv_tokens=res.kv.tokens,
     )
 
@@ -307,19 +312,28 @@ def screen(ctx: Context, task: Task) -> Screened:
 _CONTEXTS: dict[str, Context] = {}
 
 
-def pool_worker(ctx: Context, inbox: Any, outbox: Any) -> None:
-    """A pool worker: runs of points from `inbox` until a None, each row to `outbox` as it
-    finishes. Ctrl-C is the parent's to handle (it keeps every finished row, then stops the
+def pool_worker(pipe: Any, inbox: Any, outbox: Any) -> None:
+    """A pool worker: its context from `pipe` (None: none is coming), then runs of points
+    from `inbox` until a None, each result to `outbox` as it finishes, named by its point and
+    screen. Ctrl-C is the parent's to handle (it keeps every finished row, then stops the
     workers), so a worker ignores SIGINT."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import numpy  # noqa: F401  # a screen's first need: loaded while the prune stage runs
+
+    try:
+        ctx = pipe.recv()
+    except EOFError:
+        return
+    if ctx is None:
+        return
     try:
         while (group := inbox.get()) is not None:
             for task in group:
-                outbox.put(("done", simulate_task(ctx, task)))
+                outbox.put(("done", (task.key, task.screen), simulate_task(ctx, task)))
     except Exception as exc:  # a bug: the parent says so in one line
-        outbox.put(("error", f"{type(exc).__name__}: {exc}"))
+        outbox.put(("error", None, f"{type(exc).__name__}: {exc}"))
 
 
 def ray_task(boxed: list[Any], token: str, task: Task) -> dict[str, Any] | Screened:

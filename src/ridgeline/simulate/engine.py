@@ -142,6 +142,10 @@ class Engine:
             tr.cached[0].append,
         )
         self.fast = model.global_only and model.exact  # the affine step model, scalars
+        # the step model's memo and slopes, read on every step of the fast path
+        self.by_tokens = model.by_tokens
+        self.pair_s0 = model.pair_s[0]
+        self.cached_s0 = model.cached_s[0]
         self.jump = cfg.jump and self.fast
         self.policy: Policy = POLICIES[cfg.policy]()
         self.schedule = self.policy.schedule
@@ -161,13 +165,15 @@ class Engine:
         arrival = self.reqs.arrival_s
         pending = self.pending
         waiting = self.waiting
+        prefilling, cnt, bs = self.prefilling, self.cnt, self.block_tokens  # never rebound
+        schedule, apply, one_step = self.schedule, self.apply, self.one_step
         while True:
             nxt, t = self.next, self.t
             while nxt < len(pending) and arrival[pending[nxt]] <= t:
                 waiting.append(pending[nxt])
                 nxt += 1
             self.next = nxt
-            if not (self.n_decoding or self.prefilling or waiting):
+            if not (self.n_decoding or prefilling or waiting):
                 if nxt >= len(pending) or arrival[pending[nxt]] >= barrier:
                     return
                 self.t = arrival[pending[nxt]]
@@ -179,24 +185,24 @@ class Engine:
                     f"a replica has run {MAX_ITERATIONS:,} engine steps, the most one run takes: send "
                     "fewer or shorter requests, add --replicas, or drop --no-jump"
                 )
-            if waiting or self.prefilling or not self.n_decoding:
-                preempt, chunks, decode = self.schedule(self)
-                self.apply(preempt, chunks, decode)
-                if chunks or preempt or self.prefilling or not self.n_decoding:
-                    self.one_step(chunks, decode)
+            if waiting or prefilling or not self.n_decoding:
+                preempt, chunks, decode = schedule(self)
+                apply(preempt, chunks, decode)
+                if chunks or preempt or prefilling or not self.n_decoding:
+                    one_step(chunks, decode)
                     continue
             else:
-                need = self.cnt[self.step % self.block_tokens]  # decoders whose last block is full
+                need = cnt[self.step % bs]  # decoders whose last block is full
                 if need > self.free_blocks:
-                    preempt, chunks, decode = self.schedule(self)
-                    self.apply(preempt, chunks, decode)
-                    self.one_step(chunks, decode)
+                    preempt, chunks, decode = schedule(self)
+                    apply(preempt, chunks, decode)
+                    one_step(chunks, decode)
                     continue
                 self.free_blocks -= need
             if self.jump:
                 self.decode_run_or_step(barrier)
             else:
-                self.one_step(())
+                one_step(())
 
     def apply(self, preempt: Sequence[int], chunks: Sequence[Chunk], decode: bool = True) -> None:
         """A policy's plan: preempt, reserve the decoders' fresh blocks (when they run), then
@@ -273,22 +279,24 @@ class Engine:
         n = self.n_decoding if decode else 0
         if not n and not chunks:
             raise RuntimeError("an engine step with no tokens to run: a scheduling bug")
-        tokens = n
-        sampled = self.sampled(chunks, n) if chunks else n
+        target = self.reqs.target
+        tokens = sampled = n  # sampled: one per decoder, and one per prefill the step finishes
         if model.global_only:
             pairs = cached = 0.0
             if n:
                 mean = (n * self.step - self.sum_base) / n  # affine in the context: n x the mean
                 pairs = n * attended_pairs(1, mean, 0)
                 cached = n * cached_tokens(mean, 0)
-            for _, new, c in chunks:
+            for rid, new, c in chunks:
                 tokens += new
                 pairs += attended_pairs(new, c, 0)
                 cached += cached_tokens(c, 0)
+                if c + new == target[rid]:
+                    sampled += 1
             if self.fast:
-                c0, m0, f0 = model.by_tokens.get(tokens) or model.at_tokens(tokens)
-                compute = c0 + model.pair_s[0] * pairs
-                memory = m0 + model.cached_s[0] * cached
+                c0, m0, f0 = self.by_tokens.get(tokens) or model.at_tokens(tokens)
+                compute = c0 + self.pair_s0 * pairs
+                memory = m0 + self.cached_s0 * cached
                 if chunks and model.per_sampled:
                     more_c, more_f = model.sampling(tokens, sampled)
                     compute += more_c
@@ -302,8 +310,10 @@ class Engine:
                 group_pairs, group_cached = self.decode_totals()
             else:
                 group_pairs, group_cached = [0.0] * len(model.windows), [0.0] * len(model.windows)
-            for _, new, c in chunks:
+            for rid, new, c in chunks:
                 tokens += new
+                if c + new == target[rid]:
+                    sampled += 1
                 for g, w in enumerate(model.windows):
                     group_pairs[g] += attended_pairs(new, c, w)
                     group_cached[g] += cached_tokens(c, w)
@@ -316,16 +326,12 @@ class Engine:
             self.step = s + 1
             if self.ends and self.ends[0][0] <= s:
                 self.complete_decodes(s, t1)
-        r = self.reqs
+        computed = self.reqs.computed
         for rid, new, _ in chunks:
-            r.computed[rid] += new
-            if r.computed[rid] == r.target[rid]:
+            done = computed[rid] + new
+            computed[rid] = done
+            if done == target[rid]:
                 self.prefilled(rid, t1)
-
-    def sampled(self, chunks: Sequence[Chunk], decoders: int) -> int:
-        """Tokens the step samples: one per decoder in it, and one per prefill it finishes."""
-        target = self.reqs.target
-        return decoders + sum(1 for rid, new, c in chunks if c + new == target[rid])
 
     def decode_totals(self) -> tuple[list[float], list[float]]:
         """Attended pairs and cached tokens of the decoders, per window group (the sliding
@@ -372,14 +378,13 @@ class Engine:
         next arrival (when the queue is empty; a blocked queue stays blocked until a
         completion) or the barrier. Step 0's blocks are already reserved."""
         n = self.n_decoding
-        model = self.model
         s = self.step
         mean = (n * s - self.sum_base) / n
         pairs = n * attended_pairs(1, mean, 0)
         cached = n * cached_tokens(mean, 0)
-        c0, m0, f0 = model.by_tokens.get(n) or model.at_tokens(n)
-        compute = c0 + model.pair_s[0] * pairs
-        memory = m0 + model.cached_s[0] * cached
+        c0, m0, f0 = self.by_tokens.get(n) or self.model.at_tokens(n)
+        compute = c0 + self.pair_s0 * pairs
+        memory = m0 + self.cached_s0 * cached
         dt = (compute if compute > memory else memory) + f0  # step 0
         r = self.reqs
         ends = self.ends
@@ -400,7 +405,7 @@ class Engine:
             elif k - 1 > self.free_blocks // n * self.block_tokens:  # block_steps' quick answer
                 k = self.block_steps(k)
         if k > 1:
-            run = model.decode_run(
+            run = self.model.decode_run(
                 compute,
                 memory,
                 f0,
@@ -418,10 +423,11 @@ class Engine:
                 pairs = n * attended_pairs(1, mean, 0)
                 cached = n * cached_tokens(mean, 0)
         self.record(dt, k, n, pairs, cached)
-        self.t += dt
+        t = self.t + dt
+        self.t = t
         self.step = s + k
         if last < s + k:
-            self.complete_decodes(s + k - 1, self.t)
+            self.complete_decodes(s + k - 1, t)
 
     def block_steps(self, k: int) -> int:
         """The most steps (<= k) whose fresh blocks fit; any bs consecutive steps take one

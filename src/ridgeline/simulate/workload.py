@@ -609,12 +609,24 @@ def clip_lengths(prompt: Any, output: Any, max_context: int, min_output: int = 1
 def make_requests(w: Workload, max_context: int, block_tokens: int, model: str = "the model") -> Requests:
     """The open-loop requests (a trace, or arrivals drawn at the rate), or the first request
     of each closed-loop client, all at time 0."""
+    arrival, prompt, output, hit, shared = request_columns(w, max_context, block_tokens, model)
+    reqs = Requests()
+    reqs.extend(arrival.tolist(), prompt.tolist(), output.tolist(), hit.tolist(), shared.tolist())
+    if w.closed:
+        reqs.client = list(range(len(arrival)))
+    return reqs
+
+
+def request_columns(
+    w: Workload, max_context: int, block_tokens: int, model: str = "the model"
+) -> tuple[Any, ...]:
+    """make_requests' arrivals, prompt and output lengths, prefix hits and shared tokens, as
+    arrays (a caller that only reads them skips the per-request state)."""
     import numpy as np
 
     w.check()
     check_context(w, max_context, model)
     rng = np.random.default_rng(w.seed)
-    reqs = Requests()
     if w.trace is not None:
         n = len(w.trace.arrival_s) if w.requests is None else min(w.requests, len(w.trace.arrival_s))
         if w.duration_s is not None:
@@ -640,10 +652,7 @@ def make_requests(w: Workload, max_context: int, block_tokens: int, model: str =
                 )
         prompt, output = clip_lengths(w.prompt.sample(n, rng), w.output.sample(n, rng), max_context)
     hit, shared = cached_prefix(w, prompt, block_tokens)
-    reqs.extend(arrival.tolist(), prompt.tolist(), output.tolist(), hit.tolist(), shared.tolist())
-    if w.closed:
-        reqs.client = list(range(n))
-    return reqs
+    return arrival, prompt, output, hit, shared
 
 
 class ClosedLoop:
