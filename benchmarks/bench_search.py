@@ -178,7 +178,7 @@ def pool_of_one() -> Any:
     from ridgeline.search.executors import Executor, PoolSession
 
     class One(Executor):
-        def session(self, ctx: Any, most: int) -> Any:
+        def session(self, ctx: Any, most: int, started: Any = None) -> Any:
             return PoolSession(ctx, 1)
 
     return One("local", 1)

@@ -23,6 +23,7 @@ from conftest import ROOT, ctrl_c_delivered
 from ridgeline import metrics
 from ridgeline.cli import main
 from ridgeline.engines import get_engine
+from ridgeline.errors import RidgelineError
 from ridgeline.models import get_model
 from ridgeline.search.answer import pareto_front
 from ridgeline.search.executors import Executor, check_ray_address, connect
@@ -500,3 +501,45 @@ def test_the_search_module_is_not_loaded_by_the_core() -> None:
     code += "print(any(m.startswith('ridgeline.search') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_a_pool_that_sends_screens_ahead_decides_as_one_process_does(tmp_path: Path) -> None:
+    """Several windows, with screens and whole runs: the pool starts each next window's first
+    screens beside this window's whole runs, and still gives every row and every count of
+    the search run in one process (a screen sent ahead and never asked for counts nowhere)."""
+    arch = get_model("llama-3.1-8b")
+    axes = {"gpu": "l4,h100-sxm", "tp": "1,2", "weights": "bf16,fp8", "maths": "bf16", "kv_dtype": "bf16",
+            "engine": "vllm,trtllm", "replicas": "1,2,3"}  # fmt: skip
+    space = make_space(axes, None, arch)
+    w = Workload(Lengths("fixed", 1000), Lengths("fixed", 100), rate_per_s=4.0, requests=240, duration_s=None)
+    s = Settings("llama-3.1-8b", arch, w, metrics.Slo(ttft_s=0.3, tpot_s=0.03))
+    one = search(space, s, Executor("local", 1), str(tmp_path / "one"))
+    two = search(space, s, Executor("local", 2), str(tmp_path / "two"))
+    assert one.stages.full > 0 and one.stages.screened > 0 and one.stages.survivors > 12  # three windows
+    assert by_key(one.rows) == by_key(two.rows)
+    counts = ("screened", "full", "met", "missed", "dominated", "errors")
+    assert [getattr(one.stages, c) for c in counts] == [getattr(two.stages, c) for c in counts]
+
+
+def test_a_pool_started_before_the_prune_stage_ends_with_the_search(tmp_path: Path) -> None:
+    """The pool's workers start while the prune stage runs; a search that stops before its
+    simulate stage (here: no point builds), has nothing to simulate (no point survives), or
+    needs no pool (one point), ends them all the same."""
+    import multiprocessing
+
+    arch = get_model("llama-3.1-8b")
+    w = Workload(Lengths("fixed", 500), Lengths("fixed", 50), rate_per_s=5.0, requests=100, duration_s=None)
+    s = Settings("llama-3.1-8b", arch, w, metrics.Slo(ttft_s=0.5))
+    axes = {"gpu": "h100-sxm", "weights": "bf16", "maths": "bf16", "kv_dtype": "bf16", "engine": "vllm",
+            "replicas": "1"}  # fmt: skip
+    with pytest.raises(RidgelineError, match="no point of the space builds"):
+        search(make_space(axes | {"tp": "3"}, None, arch), s, Executor("local", 2), str(tmp_path / "none"))
+    assert multiprocessing.active_children() == []
+    one_point = make_space(axes | {"tp": "1"}, None, arch)
+    too_fast = replace(s, slo=metrics.Slo(ttft_s=1e-6))
+    none = search(one_point, too_fast, Executor("local", 2), str(tmp_path / "0"))
+    assert none.stages.survivors == 0 and none.rows == [] and none.cheapest is None
+    assert multiprocessing.active_children() == []
+    alone = search(one_point, s, Executor("local", 2), str(tmp_path / "one"))
+    assert alone.stages.survivors == 1 and len(alone.rows) == 1
+    assert multiprocessing.active_children() == []

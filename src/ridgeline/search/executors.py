@@ -11,6 +11,7 @@ pending tasks are cancelled the same way.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import os
@@ -50,12 +51,28 @@ class Executor:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "workers": self.workers, "address": self.address}
 
-    def session(self, ctx: Context, most: int) -> Session:
-        """Workers for a stage of at most `most` points, started when the session is entered."""
+    def prestart(self) -> PoolSession | None:
+        """A local pool's workers, started now so that their start-up (a fresh interpreter
+        and its imports each) overlaps the prune stage; `session` hands them their context.
+        None where the stage would not run on a local pool."""
+        if self.kind != "local" or self.workers <= 1:
+            return None
+        pool = PoolSession(None, self.workers)
+        pool.start()
+        return pool
+
+    def session(self, ctx: Context, most: int, started: PoolSession | None = None) -> Session:
+        """Workers for a stage of at most `most` points, started when the session is entered
+        (or already, by `prestart`: `started`, closed here when the stage does not use it)."""
         if self.kind == "ray":
             return RaySession(ctx, self.address or "auto", self.workers)
         if self.workers <= 1 or most <= 1:
+            if started is not None:
+                started.close()
             return Session(ctx)
+        if started is not None:
+            started.ctx = ctx  # a worker or two more than `most` wait idle: rows do not depend on it
+            return started
         return PoolSession(ctx, min(self.workers, most))
 
 
@@ -71,7 +88,10 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def run(self, tasks: Sequence[Task], on_done: OnDone) -> None:
+    def run(self, tasks: Sequence[Task], on_done: OnDone, after: Sequence[Task] = ()) -> None:
+        """Run `tasks`, each result to `on_done`. `after`: tasks a later `run` will likely ask
+        for, which a pool starts once these are under way (its workers would otherwise wait
+        for this batch's last ones); a session without spare workers ignores them."""
         for task in tasks:
             on_done(simulate_task(self.ctx, task))
 
@@ -132,74 +152,137 @@ def groups(tasks: Sequence[Task], size: int = GROUP_POINTS) -> list[list[Task]]:
     return out
 
 
+def ident(task: Task) -> tuple[str, int]:
+    """A task's name in a pool's messages: its point and its screen (0: the whole run)."""
+    return task.key, task.screen
+
+
 class PoolSession(Session):
     """`workers` fresh processes (spawned: no lock or thread of this process is copied into
     them), each given the context once, then runs of one deployment's tasks from a shared
-    queue; each result comes back the moment its task finishes. A worker that dies (killed,
-    out of memory) stops the search with one line instead of leaving it waiting."""
+    queue; each result comes back the moment its task finishes. Tasks sent ahead (`run`'s
+    `after`) queue behind the batch; their results wait here until a `run` asks for them.
+    A worker that dies (killed, out of memory) stops the search with one line instead of
+    leaving it waiting."""
 
-    def __init__(self, ctx: Context, workers: int) -> None:
-        super().__init__(ctx)
+    def __init__(self, ctx: Context | None, workers: int) -> None:
+        super().__init__(ctx)  # type: ignore[arg-type]  # None until `prestart`'s session sets it
         self.workers = workers
         self.procs: list[Any] = []
+        self.pipes: list[Any] = []  # each worker's, for its context
+        self.closed = False
+        self.sent: set[tuple[str, int]] = set()  # in a worker's hands or queued, not back yet
+        self.kept: dict[tuple[str, int], Any] = {}  # back, not asked for yet
 
-    def __enter__(self) -> PoolSession:
+    def start(self) -> None:
+        """Start the workers; each waits for its context (`__enter__` sends it)."""
         import multiprocessing
 
         mp = multiprocessing.get_context("spawn")
         self.inbox: Any = mp.Queue()
         self.outbox: Any = mp.Queue()
-        self.procs = [
-            mp.Process(target=pool_worker, args=(self.ctx, self.inbox, self.outbox), daemon=True)
-            for _ in range(self.workers)
-        ]
+        for _ in range(self.workers):
+            reader, writer = mp.Pipe(duplex=False)
+            self.procs.append(
+                mp.Process(target=pool_worker, args=(reader, self.inbox, self.outbox), daemon=True)
+            )
+            self.pipes.append(writer)
         for proc in self.procs:
             proc.start()
+
+    def __enter__(self) -> PoolSession:
+        if not self.procs:
+            self.start()
+        for pipe in self.pipes:
+            pipe.send(self.ctx)
         return self
 
-    def run(self, tasks: Sequence[Task], on_done: OnDone) -> None:
-        import queue
-
-        # whole runs before screens (the longest first: no worker is left with one at the end),
-        # in runs of one deployment short enough that every worker has some
+    def send(self, tasks: Sequence[Task]) -> None:
+        """Queue the tasks not already sent: whole runs before screens (the longest first: no
+        worker is left with one at the end), in runs of one deployment short enough that
+        every worker has some."""
+        tasks = [t for t in tasks if ident(t) not in self.sent and ident(t) not in self.kept]
         size = max(1, min(GROUP_POINTS, len(tasks) // (2 * self.workers)))
         for group in groups(sorted(tasks, key=lambda t: (t.screen > 0, t.deployment, t.key)), size):
             self.inbox.put(group)
-        done = 0
+        self.sent.update(ident(t) for t in tasks)
 
-        def take(item: tuple[str, Any]) -> None:
-            nonlocal done
-            kind, value = item
-            if kind == "error":
-                raise RuntimeError(f"a simulate-stage worker failed: {value}")
-            done += 1
-            on_done(value)
+    def receive(self) -> tuple[tuple[str, int], Any] | None:
+        """The next result back (None after half a second without one), or the worker's
+        failure or death as one line."""
+        import queue
 
         try:
+            kind, name, value = self.outbox.get(timeout=0.5)
+        except queue.Empty:
+            dead = [p.exitcode for p in self.procs if p.exitcode not in (None, 0)]
+            if dead:
+                raise RuntimeError(
+                    f"a simulate-stage worker died (exit code {dead[0]}); the points it ran are "
+                    "not in the results: --resume runs them again"
+                ) from None
+            return None
+        if kind == "error":
+            raise RuntimeError(f"a simulate-stage worker failed: {value}")
+        self.sent.discard(name)
+        return name, value
+
+    def run(self, tasks: Sequence[Task], on_done: OnDone, after: Sequence[Task] = ()) -> None:
+        import queue
+
+        self.send(tasks)
+        self.send(after)
+        wanted = {ident(t) for t in tasks}
+        done = 0
+
+        def take(name: tuple[str, int], value: Any) -> None:
+            nonlocal done
+            if name in wanted:
+                done += 1
+                on_done(value)
+            else:
+                self.kept[name] = value  # sent ahead: a later run's
+
+        for task in tasks:
+            if ident(task) in self.kept:
+                take(ident(task), self.kept.pop(ident(task)))
+        try:
             while done < len(tasks):
-                try:
-                    take(self.outbox.get(timeout=0.5))
-                except queue.Empty:
-                    dead = [p.exitcode for p in self.procs if p.exitcode not in (None, 0)]
-                    if dead:
-                        raise RuntimeError(
-                            f"a simulate-stage worker died (exit code {dead[0]}); the points it ran are "
-                            "not in the results: --resume runs them again"
-                        ) from None
+                got = self.receive()
+                if got is not None:
+                    take(*got)
         except KeyboardInterrupt:
             while True:  # every result already back is a finished task: keep it
                 try:
-                    take(self.outbox.get_nowait())
+                    kind, name, value = self.outbox.get_nowait()
                 except queue.Empty:
                     break
+                if kind == "done":
+                    take(name, value)
             raise
 
     def __exit__(self, *exc: object) -> None:
-        if exc[0] is None:
-            for _ in self.procs:  # a clean end: each worker finishes its loop
-                self.inbox.put(None)
-            for proc in self.procs:
-                proc.join(timeout=5)
+        try:
+            if exc[0] is None:
+                while self.sent:  # tasks sent ahead that no run asked for: a worker must not
+                    self.receive()  # wait at its exit on results nobody reads
+                for _ in self.procs:  # a clean end: each worker finishes its loop
+                    self.inbox.put(None)
+                for proc in self.procs:
+                    proc.join(timeout=5)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the workers (those still running: terminated) and close the queues; a
+        pool never entered tells its workers there is no context. Once only."""
+        if self.closed or not self.procs:
+            return
+        self.closed = True
+        for pipe in self.pipes:
+            with contextlib.suppress(OSError):  # OSError: it has ended already
+                pipe.send(None)  # a worker still waiting for its context ends
+            pipe.close()
         for proc in self.procs:
             if proc.is_alive():
                 proc.terminate()
@@ -239,7 +322,7 @@ class RaySession(Session):
             raise
         return self
 
-    def run(self, tasks: Sequence[Task], on_done: OnDone) -> None:
+    def run(self, tasks: Sequence[Task], on_done: OnDone, after: Sequence[Task] = ()) -> None:
         import ray
 
         pending: list[Any] = []

@@ -103,12 +103,14 @@ class Met:
     ttft_s: list[float] = field(default_factory=list)
     tpot_s: list[float] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
+    arrays: tuple[Any, ...] | None = None  # cost, ttft_s and tpot_s as arrays, until the next add
 
     def add(self, row: dict[str, Any]) -> None:
         self.cost.append(row["usd_per_million_tokens"])
         self.ttft_s.append(row["ttft_p99_s"])
         self.tpot_s.append(0.0 if row["tpot_p99_s"] is None else row["tpot_p99_s"])  # as answer.py reads it
         self.keys.append(row["key"])
+        self.arrays = None
 
     def beaten_by(self, cost: float, least: Least) -> str | None:
         """The first met point that beats any run of this cost above these bounds, or None."""
@@ -116,7 +118,9 @@ class Met:
             return None
         import numpy as np
 
-        c, t, p = (np.asarray(x) for x in (self.cost, self.ttft_s, self.tpot_s))
+        if self.arrays is None:  # a window's points all read the same met points
+            self.arrays = tuple(np.asarray(x) for x in (self.cost, self.ttft_s, self.tpot_s))
+        c, t, p = self.arrays
         ttft = least.ttft_s * (1 - SLACK)
         tpot = 0.0 if least.tpot_s is None else least.tpot_s * (1 - SLACK)
         beats = (c <= cost) & (t <= ttft) & (p <= tpot) & ((c < cost) | (t < ttft) | (p < tpot))
@@ -151,8 +155,10 @@ def simulate_stage(
     hold yet, handing each final row to `on_row` and counting the runs it took in `work`."""
     stage = Stage(ctx, session, done, on_row, work, screen_requests(per_point), exhaustive)
     stage.means = None if exhaustive else fixed_means(ctx, tasks)
-    for start, end in windows(len(tasks)):
-        stage.window(tasks[start:end], closed[start:end])
+    spans = windows(len(tasks))
+    for i, (start, end) in enumerate(spans):
+        after, last = spans[i + 1] if i + 1 < len(spans) else (end, end)  # the next window
+        stage.window(tasks[start:end], closed[start:end], tasks[after:last], closed[after:last])
 
 
 def windows(n: int) -> list[tuple[int, int]]:
@@ -182,9 +188,17 @@ class Stage:
     whole: list[Task] = field(default_factory=list)  # the window's points to run whole
     undecided: list[Task] = field(default_factory=list)  # after the window's last screen
 
-    def window(self, tasks: Sequence[Task], closed: Sequence[Bounds]) -> None:
+    def window(
+        self,
+        tasks: Sequence[Task],
+        closed: Sequence[Bounds],
+        upcoming: Sequence[Task] = (),
+        upcoming_closed: Sequence[Bounds] = (),
+    ) -> None:
         """Bound, screen (short, then longer), run whole; then the window's met points join
-        those the next windows are held against."""
+        those the next windows are held against. The next window's (`upcoming`) first
+        screens are sent with the whole runs, for workers that would otherwise wait for
+        the last of them: that window's decisions still wait for this one's met points."""
         self.points = {
             t.key: (t, Least(b.ttft_s, b.tpot_s, b.e2e_s, b.attainment))
             for t, b in zip(tasks, closed, strict=True)
@@ -208,11 +222,29 @@ class Stage:
             self.session.run([replace(task, screen=n) for task in screens], self.screened)
             screens = self.undecided
         self.whole += screens
-        self.session.run(self.whole, self.ran)
+        ahead = self.first_screens(upcoming, upcoming_closed) if self.whole else []
+        self.session.run(self.whole, self.ran, ahead)
         for key in self.points:
             row = self.done.get(key)
             if row is not None and row["status"] == "met":
                 self.met.add(row)
+
+    def first_screens(self, tasks: Sequence[Task], closed: Sequence[Bounds]) -> list[Task]:
+        """The first screens the next window will likely run: its points not done, less
+        those the met points so far already beat on their bounds (more met points can
+        only beat more, so these are never screened)."""
+        if self.exhaustive or not self.screens:
+            return []
+        out = []
+        for task, b in zip(tasks, closed, strict=True):
+            if task.key in self.done:
+                continue
+            if self.means is not None:
+                least = Least(b.ttft_s, b.tpot_s, b.e2e_s, b.attainment)
+                if self.met.beaten_by(self.cost(task, self.means), least) is not None:
+                    continue
+            out.append(replace(task, screen=self.screens[0]))
+        return out
 
     def screened(self, s: Screened) -> None:
         task, least = self.points[s.key]

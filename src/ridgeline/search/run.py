@@ -25,7 +25,7 @@ from ridgeline.checks import check_fraction, check_number, check_price, check_si
 from ridgeline.errors import RidgelineError
 from ridgeline.interrupts import SigtermInterrupts
 from ridgeline.search import answer as answers
-from ridgeline.search.executors import Executor
+from ridgeline.search.executors import Executor, PoolSession
 from ridgeline.search.fidelity import SCREENS, WINDOW, Work, simulate_stage
 from ridgeline.search.launch import launch
 from ridgeline.search.prune import demand, prune
@@ -202,6 +202,25 @@ def search(
     """Prune, simulate, answer. Ctrl-C (or SIGTERM) stops the simulate stage: every finished
     point is kept in `out`, and the answer covers them (`interrupted` says so)."""
     rate = check_settings(s)
+    pool = executor.prestart()  # a local pool starts up while the prune stage runs
+    try:
+        return _search(space, s, executor, out, resume, overwrite, progress, rate, pool)
+    finally:
+        if pool is not None:
+            pool.close()  # no-op once its session has closed it
+
+
+def _search(
+    space: Space,
+    s: Settings,
+    executor: Executor,
+    out: str,
+    resume: bool,
+    overwrite: bool,
+    progress: Progress | None,
+    rate: float,
+    pool: PoolSession | None,
+) -> SearchResult:
     began = time.perf_counter()
     dem = demand(s.workload, s.arch.max_context, s.block_tokens)
     pruned = prune(
@@ -267,7 +286,7 @@ def search(
     work = Work()
     simulating = time.perf_counter()
     try:
-        with stop, executor.session(ctx, total - len(rows)) as session:
+        with stop, executor.session(ctx, total - len(rows), pool) as session:
             simulate_stage(ctx, tasks, closed, session, rows, on_row, per_point, work, s.exhaustive)
     except KeyboardInterrupt:
         interrupted = stop.signame or "SIGINT"
