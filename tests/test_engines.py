@@ -63,6 +63,32 @@ def test_vllms_scheduler_defaults_follow_the_accelerator(gpu: str, defaults: tup
     assert engine_config(d, max_num_seqs=64).max_num_seqs == 64  # a given knob still wins
 
 
+# SGLang's ServerArgs (python/sglang/srt/server_args.py, 0.4 and 0.5): --chunked-prefill-size
+# is 2,048 under 35 GiB ("A10, L40, 4090"), 8,192 under 160 GiB ("H100, H200, A100, H20") and
+# 16,384 from there ("B200, MI300"); --max-running-requests comes from the KV pool,
+# min(max(tokens / context * 512, 2048), 4096): never below 2,048.
+SGLANG_SERVE_DEFAULTS = {
+    "rtx-4090": (2048, 2048),  # 24 GB = 22.4 GiB
+    "a100-40gb": (2048, 8192),  # 37.3 GiB
+    "h100-sxm": (2048, 8192),  # 74.5 GiB
+    "h200": (2048, 8192),  # 131 GiB
+    "b200": (2048, 16384),  # 180 GB = 168 GiB
+    "mi300x": (2048, 16384),  # 192 GB = 179 GiB
+}
+
+
+@pytest.mark.parametrize(("gpu", "defaults"), SGLANG_SERVE_DEFAULTS.items())
+def test_sglangs_scheduler_defaults_follow_the_accelerators_memory(
+    gpu: str, defaults: tuple[int, int]
+) -> None:
+    from ridgeline.deployment import Deployment
+    from ridgeline.simulate.run import engine_config
+
+    cfg = engine_config(Deployment.build("llama-3.1-8b", gpu, engine="sglang"))
+    assert (cfg.max_num_seqs, cfg.max_num_batched_tokens) == defaults
+    assert cfg.policy == "sglang"
+
+
 def test_a_profiles_accelerator_dependent_defaults_round_trip_through_its_toml(tmp_path: Path) -> None:
     from ridgeline.engines import get_engine, profile_to_toml
     from ridgeline.hardware import get_accelerator
@@ -79,6 +105,18 @@ def test_a_profiles_accelerator_dependent_defaults_round_trip_through_its_toml(t
     assert p.scheduler.on(get_accelerator("h100-sxm")).max_num_seqs == 16  # named (case aside)
     assert p.scheduler.on(get_accelerator("l40s")).max_num_seqs == 16  # 44.7 GiB
     assert p.scheduler.on(get_accelerator("l40s")).max_num_batched_tokens == 8192  # not given: as large
+    tiered = tmp_path / "tiered.toml"
+    tiered.write_text(
+        PERFECT + "scheduler = { max_num_batched_tokens = 8192, small_max_num_batched_tokens = 2048, "
+        "small_below_memory_gib = 35.0, large_max_num_batched_tokens = 16384, "
+        "large_from_memory_gib = 160.0 }\n",
+        encoding="utf-8",
+    )
+    q = get_engine(str(tiered))
+    budgets = {g: q.scheduler.on(get_accelerator(g)).max_num_batched_tokens for g in ("l4", "h200", "b200")}
+    assert budgets == {"l4": 2048, "h200": 8192, "b200": 16384}  # 22.4, 131 and 168 GiB
+    (tmp_path / "again_tiered.toml").write_text(profile_to_toml(q), encoding="utf-8")
+    assert get_engine(str(tmp_path / "again_tiered.toml")).scheduler == q.scheduler
     again = tmp_path / "again.toml"
     again.write_text(profile_to_toml(p), encoding="utf-8")
     assert get_engine(str(again)).scheduler == p.scheduler
@@ -171,6 +209,8 @@ def test_a_perfect_engine_from_a_file_is_the_ideal_roofline_of_what_an_engine_ru
         ("[x\n", "toml"),
         (PERFECT + 'scheduler = { small_gpus = "a100" }\n', "scheduler.small_gpus"),
         (PERFECT + "scheduler = { small_max_num_seqs = 0 }\n", "scheduler.small_max_num_seqs"),
+        (PERFECT + "scheduler = { large_from_memory_gib = -1.0 }\n", "scheduler.large_from_memory_gib"),
+        (PERFECT + "scheduler = { large_max_num_seqs = 0 }\n", "scheduler.large_max_num_seqs"),
     ],
 )
 def test_a_bad_profile_is_one_line_and_status_2(

@@ -98,11 +98,13 @@ GIB = 2**30
 
 @dataclass(frozen=True)
 class Scheduler:
-    """An engine's scheduler defaults. Some depend on the accelerator: vLLM starts with 1,024
-    sequences and an 8,192-token budget on a GPU of 70 GiB or more, and 256 and 2,048 on a
-    smaller one or an A100 (EngineArgs.get_batch_defaults, vLLM 0.9 on). `small_*` are those
-    of a GPU with less memory than `small_below_memory_gib`, or whose catalogue name holds one
-    of `small_gpus`; `on(accelerator)` picks."""
+    """An engine's scheduler defaults. Some depend on the accelerator's memory, in up to three
+    tiers. vLLM starts with 1,024 sequences and an 8,192-token budget on a GPU of 70 GiB or
+    more, and 256 and 2,048 on a smaller one or an A100 (EngineArgs.get_batch_defaults, vLLM
+    0.9 on); SGLang's --chunked-prefill-size is 2,048 tokens under 35 GiB, 8,192 up to 160 GiB
+    and 16,384 from there (ServerArgs). `small_*` are those of a GPU with less memory than
+    `small_below_memory_gib`, or whose catalogue name holds one of `small_gpus`; `large_*`
+    those of a GPU with `large_from_memory_gib` or more; `on(accelerator)` picks."""
 
     policy: str = "vllm"  # the simulator's admission policy (simulate/policy.py)
     max_num_seqs: int = 256
@@ -112,15 +114,22 @@ class Scheduler:
     small_max_num_batched_tokens: int | None = None
     small_below_memory_gib: float = 0.0
     small_gpus: tuple[str, ...] = ()
+    large_max_num_seqs: int | None = None
+    large_max_num_batched_tokens: int | None = None
+    large_from_memory_gib: float = 0.0  # 0: no large tier
 
     def on(self, hw: Accelerator) -> Scheduler:
         """The defaults the engine starts with on this accelerator."""
         small = hw.memory_bytes < self.small_below_memory_gib * GIB or any(
             g in hw.name for g in self.small_gpus
         )
-        if not small:
+        large = 0 < self.large_from_memory_gib * GIB <= hw.memory_bytes
+        if small:
+            seqs, tokens = self.small_max_num_seqs, self.small_max_num_batched_tokens
+        elif large:
+            seqs, tokens = self.large_max_num_seqs, self.large_max_num_batched_tokens
+        else:
             return self
-        seqs, tokens = self.small_max_num_seqs, self.small_max_num_batched_tokens
         return replace(
             self,
             max_num_seqs=self.max_num_seqs if seqs is None else seqs,
@@ -320,6 +329,8 @@ _COUNTS = {
     "max_num_batched_tokens": _TOKENS,
     "small_max_num_seqs": _SEQS,
     "small_max_num_batched_tokens": _TOKENS,
+    "large_max_num_seqs": _SEQS,
+    "large_max_num_batched_tokens": _TOKENS,
 }
 
 
@@ -333,10 +344,9 @@ def _scheduler(w: str, sched: dict[str, Any]) -> Scheduler:
         for key, bounds in _COUNTS.items()
         if key in sched
     }
-    if "small_below_memory_gib" in sched:
-        given["small_below_memory_gib"] = _num(
-            w, "scheduler.small_below_memory_gib", sched["small_below_memory_gib"], (0.0, 1e6)
-        )
+    for key in ("small_below_memory_gib", "large_from_memory_gib"):
+        if key in sched:
+            given[key] = _num(w, f"scheduler.{key}", sched[key], (0.0, 1e6))
     return Scheduler(
         policy=str(sched.get("policy", "vllm")),
         chunked_prefill=bool(sched.get("chunked_prefill", True)),
@@ -540,10 +550,13 @@ def _scheduler_fields(sc: Scheduler) -> dict[str, Any]:
         "max_num_batched_tokens": sc.max_num_batched_tokens,
         "chunked_prefill": sc.chunked_prefill,
     }
-    small = {
+    tiers = {
         "small_max_num_seqs": sc.small_max_num_seqs,
         "small_max_num_batched_tokens": sc.small_max_num_batched_tokens,
         "small_below_memory_gib": sc.small_below_memory_gib or None,
         "small_gpus": list(sc.small_gpus) or None,
+        "large_max_num_seqs": sc.large_max_num_seqs,
+        "large_max_num_batched_tokens": sc.large_max_num_batched_tokens,
+        "large_from_memory_gib": sc.large_from_memory_gib or None,
     }
-    return fields | {k: v for k, v in small.items() if v is not None}
+    return fields | {k: v for k, v in tiers.items() if v is not None}
