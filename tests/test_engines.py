@@ -329,3 +329,34 @@ def test_the_simulator_charges_a_prefill_one_sequences_cost_not_one_per_token(tm
     record = simulate(d, w).records[0]
     assert record["ttft_s"] == pytest.approx(roofline_s + 0.01, rel=1e-6)
     assert float(prefill_step(d, 2000).time_s) == pytest.approx(roofline_s + 0.01, rel=1e-9)
+
+
+def test_a_run_offered_more_than_its_api_server_passes_on_says_so() -> None:
+    """An engine's OpenAI server is one process per replica: it parses, tokenises and streams
+    every request (the profile's request_s, prompt_token_s and stream_token_s), so it passes
+    at most 1 / (its work on a request) requests a second to the engine, whatever the GPU."""
+    from ridgeline.deployment import Deployment
+    from ridgeline.simulate.run import simulate
+    from ridgeline.simulate.workload import Lengths, Workload
+
+    p = engines()["vllm"]
+    each_s = p.request_s + 100 * p.prompt_token_s + 101 * p.stream_token_s  # 100 in, 101 streamed
+    capacity = 1 / each_s
+    d = Deployment.build("llama-3.1-8b", "h100-sxm", engine="vllm")
+
+    def warnings(rate: float, replicas: int = 1, engine: bool = True) -> tuple[str, ...]:
+        w = Workload(
+            Lengths("fixed", 100), Lengths("fixed", 100), rate_per_s=rate, requests=600, duration_s=None
+        )
+        m = d if engine else Deployment.build("llama-3.1-8b", "h100-sxm")
+        summary = simulate(m, w, replicas=replicas).summary
+        assert summary is not None
+        return tuple(x for x in summary.warnings if x.startswith("server-bound"))
+
+    (over,) = warnings(1.25 * capacity)
+    assert over.startswith("server-bound: vLLM's API server")
+    assert f"works {each_s * 1e3:.3g} ms" in over and f"at most {capacity:.3g} requests/s" in over
+    assert f"below the {1.25 * capacity:.3g}/s each replica" in over
+    assert warnings(0.5 * capacity) == ()
+    assert warnings(1.25 * capacity, replicas=2) == ()  # each server has half the rate
+    assert warnings(1.25 * capacity, engine=False) == ()  # no profile, no server costs

@@ -10,6 +10,7 @@ MBU = bytes / (time x GPUs x bandwidth), with FLOPs and bytes from the core's le
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,10 @@ from ridgeline import ledger, metrics
 from ridgeline.deployment import Deployment
 from ridgeline.simulate.engine import Engine
 from ridgeline.simulate.requests import Requests
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ridgeline.simulate.workload import Workload
 
 BOOTSTRAP_VALUES = 2_000_000  # resampled values per percentile's bootstrap, at most
 OVERLOAD_SLOPE = 0.05  # queueing delay growing by 5% of elapsed time: rate >= 1.05 x capacity
@@ -119,6 +124,36 @@ def overloaded(reqs: Requests, closed: bool) -> bool:
     slope = queue_growth(reqs)
     span = float(np.ptp(np.asarray(reqs.arrival_s)))
     return slope > OVERLOAD_SLOPE and slope * span > 1.0
+
+
+def offered_rate(workload: Workload, reqs: Requests) -> float | None:
+    """The fleet's offered rate: the workload's, or, for a trace or a closed loop, its
+    requests over the span of their arrivals (None when they all arrive at once)."""
+    if workload.trace is None and not workload.closed:
+        return workload.rate_per_s
+    arrivals = reqs.arrival_s
+    if len(reqs) > 1 and arrivals[-1] > arrivals[0]:
+        return finite((len(reqs) - 1) / (arrivals[-1] - arrivals[0]))
+    return None
+
+
+def server_s(m: Deployment, reqs: Requests) -> float | None:
+    """The serial work an engine's HTTP server does on one of these requests, on average: its
+    one process parses, tokenises and streams every request of its replica
+    (EngineProfile.server_s: per request, per prompt token, per streamed token). None
+    without an engine profile. The simulated steps leave it out (its first-token cost at low
+    load is the profile's first_token_s); it holds a replica to at most 1 / server_s requests
+    a second, which `simulate` warns of."""
+    if m.engine is None or not len(reqs):
+        return None
+    prompt, streamed = statistics.fmean(reqs.prompt), statistics.fmean(reqs.output) + 1
+    return float(m.engine.server_s(1, prompt, streamed))
+
+
+def server_bound(each_s: float | None, rate_per_s: float | None, replicas: int) -> bool:
+    """Each replica's server needs more than its one process at this rate (the fleet's,
+    shared evenly over the replicas)."""
+    return each_s is not None and rate_per_s is not None and rate_per_s / replicas * each_s > 1.0
 
 
 @dataclass(frozen=True)

@@ -232,11 +232,13 @@ def summarize_run(
 ) -> Result:
     makespan = max(reqs.finish_s) if len(reqs) else 0.0
     shared = report.summarize_requests(reqs, m.ttft_offset_s, makespan, slo)
-    arrivals = reqs.arrival_s
-    offered = workload.rate_per_s if workload.trace is None and not workload.closed else None
-    if offered is None and len(reqs) > 1 and arrivals[-1] > arrivals[0]:
-        offered = report.finite((len(reqs) - 1) / (arrivals[-1] - arrivals[0]))
+    offered = report.offered_rate(workload, reqs)
     overloaded = report.overloaded(reqs, workload.closed)
+    notes = warnings(shared, overloaded, offered)
+    each_s = report.server_s(m, reqs)
+    rate = offered if offered is not None else shared.requests_per_s
+    if each_s is not None and report.server_bound(each_s, rate, replicas):
+        notes = (server_note(m, each_s, rate / replicas), *notes)
     summary = Summary(
         **{f.name: getattr(shared, f.name) for f in fields(shared)},
         input_tokens_per_s=sum(reqs.prompt) / max(makespan, 1e-12),
@@ -275,7 +277,7 @@ def summarize_run(
             "prefix_hit_rate": workload.prefix_hit_rate,
             "shared_prefix_tokens": workload.shared_prefix_tokens,
         },
-        warnings=warnings(shared, overloaded, offered),
+        warnings=notes,
     )
     return Result(m, kv, reqs, engines, summary, workload.concurrency)
 
@@ -292,6 +294,16 @@ def slo_verdict(summary: metrics.Summary, slo: metrics.Slo | None) -> SloVerdict
             met[key] = p99 is not None and p99 <= limit
     return SloVerdict(
         ttft_s=slo.ttft_s, tpot_s=slo.tpot_s, e2e_s=slo.e2e_s, p99_met=met, met=all(met.values())
+    )
+
+
+def server_note(m: Deployment, each_s: float, rate_per_replica: float) -> str:
+    label = m.engine.label if m.engine is not None else "the engine"
+    return (
+        f"server-bound: {label}'s API server, one process per replica, works {each_s * 1e3:.3g} ms on "
+        f"a request (its per-request, prompt-token and streamed-token costs), so it passes at most "
+        f"{1 / each_s:.3g} requests/s to its engine, below the {rate_per_replica:.3g}/s each replica "
+        "is offered; the simulated steps leave the server out: add replicas or API server processes"
     )
 
 
