@@ -543,3 +543,35 @@ def test_a_pool_started_before_the_prune_stage_ends_with_the_search(tmp_path: Pa
     alone = search(one_point, s, Executor("local", 2), str(tmp_path / "one"))
     assert alone.stages.survivors == 1 and len(alone.rows) == 1
     assert multiprocessing.active_children() == []
+
+
+def test_the_answer_warns_when_its_replicas_api_servers_cannot_keep_up(tmp_path: Path) -> None:
+    """The cheapest point's replicas each take the fleet's rate over their number; at more
+    than 1 / (the profile's server work on a request) a second, its one API server process
+    cannot pass them on, and the answer says so, as simulate does (it decides nothing)."""
+    arch = get_model("llama-3.1-8b")
+    p = get_engine("vllm")
+    capacity = 1 / (p.request_s + 100 * p.prompt_token_s + 101 * p.stream_token_s)  # 100 in, 101 out
+    w = Workload(
+        Lengths("fixed", 100), Lengths("fixed", 100), rate_per_s=1.2 * capacity, requests=300, duration_s=None
+    )
+    s = Settings("llama-3.1-8b", arch, w, metrics.Slo(ttft_s=30.0, tpot_s=1.0))
+    axes = {
+        "gpu": "h100-sxm",
+        "tp": "1",
+        "weights": "bf16",
+        "maths": "bf16",
+        "kv_dtype": "bf16",
+        "engine": "vllm",
+    }
+    one = search(
+        make_space(axes | {"replicas": "1"}, None, arch), s, Executor("local", 1), str(tmp_path / "1")
+    )
+    assert one.cheapest is not None
+    (warning,) = [x for x in one.warnings if "server-bound" in x]
+    assert warning.startswith("the cheapest point: server-bound: vLLM's API server")
+    assert f"at most {capacity:.3g} requests/s" in warning
+    two = search(
+        make_space(axes | {"replicas": "2"}, None, arch), s, Executor("local", 1), str(tmp_path / "2")
+    )
+    assert two.cheapest is not None and not any("server-bound" in x for x in two.warnings)
