@@ -182,6 +182,27 @@ def test_plan_json_sizes_the_fleet_and_prices_a_million_tokens() -> None:
     assert cheaper["usd_per_million_tokens"] == pytest.approx(p["usd_per_million_tokens"] / 2)
 
 
+def test_plan_warns_when_a_replicas_highest_rate_is_past_its_api_servers() -> None:
+    """vLLM's API server works request_s + 100 prompt_token_s + 101 stream_token_s on a request
+    of 100 tokens in and 100 out: past 1 / that a second, the plan's replica rate is the
+    engine's, not what its server passes on, and the plan says so (deciding nothing)."""
+    from ridgeline.engines import get_engine
+
+    p = get_engine("vllm")
+    capacity = 1 / (p.request_s + 100 * p.prompt_token_s + 101 * p.stream_token_s)
+    args = ("plan", "--model", "llama-3.1-8b", "--prompt-tokens", "100", "--output-tokens", "100",
+            "--slo-ttft-p99", "2", "--slo-tpot-p99", "0.2", "--requests", "2000", "--seeds", "2")  # fmt: skip
+    (served,) = cli_json(*args, "--engine", "vllm")["plans"]
+    assert served["max_rate_per_replica"] > capacity  # the engine alone takes more than its server
+    (warning,) = served["warnings"]
+    assert (
+        warning.startswith("server-bound: vLLM's API server")
+        and f"at most {capacity:.3g} requests/s" in warning
+    )
+    (plain,) = cli_json(*args)["plans"]
+    assert plain["warnings"] == []
+
+
 def test_plan_compare_ranks_deployments() -> None:
     proc = run_cli(
         "plan",

@@ -166,6 +166,11 @@ def plans(data: dict[str, Any], w: Workload) -> None:
             f"requests on fresh seeds; the seeds' screened rates vary by {c['seed_rate_sd']:.1%} (sd)"
         )
     for p in data["plans"]:
+        for note in p["warnings"]:
+            console.print(
+                f"[yellow]warning:[/] {p['deployment']['gpu']}: at {p['max_rate_per_replica']:.3g}/s, {note}"
+            )
+    for p in data["plans"]:
         if not p["at_max"]["met"]:
             console.print(
                 f"[yellow]warning:[/] {p['deployment']['gpu']}: the check run at "

@@ -297,10 +297,13 @@ def slo_verdict(summary: metrics.Summary, slo: metrics.Slo | None) -> SloVerdict
     )
 
 
+SERVER_BOUND = "server-bound"  # the start of the warning that a replica's API server is the bottleneck
+
+
 def server_note(m: Deployment, each_s: float, rate_per_replica: float) -> str:
     label = m.engine.label if m.engine is not None else "the engine"
     return (
-        f"server-bound: {label}'s API server, one process per replica, works {each_s * 1e3:.3g} ms on "
+        f"{SERVER_BOUND}: {label}'s API server, one process per replica, works {each_s * 1e3:.3g} ms on "
         f"a request (its per-request, prompt-token and streamed-token costs), so it passes at most "
         f"{1 / each_s:.3g} requests/s to its engine, below the {rate_per_replica:.3g}/s each replica "
         "is offered; the simulated steps leave the server out: add replicas or API server processes"
