@@ -167,16 +167,26 @@ def test_compare_refuses_a_record_whose_times_are_subnormal(tmp_path: Path) -> N
 # --- 7. a fit that estimate would refuse ----------------------------------------------------------------
 
 
+def fit_refused(
+    tmp_path: Path, recs: list[dict[str, Any]], out: str, flags: tuple[str, ...], *words: str
+) -> None:
+    """`fit` of these records for llama-3.1-8b, with these flags: one line naming `words`,
+    status 2, and nothing written at `--out`."""
+    path = write_records(tmp_path / "r.jsonl", recs)
+    target = tmp_path / out
+    proc = run_cli("fit", str(path), "-m", "llama-3.1-8b", *flags, "--out", str(target))
+    usage_error(proc, *words)
+    assert not target.exists()
+
+
 def test_fit_refuses_rates_a_calibration_cannot_hold_and_writes_nothing(tmp_path: Path) -> None:
     """A prompt of ten million tokens in a sweep of short ones fits a FLOP/s 450,000 times
     the H100's peak: not this machine, and `estimate --calibration` would refuse it."""
     recs = _synthetic_sweep()
     recs[0].update(prompt_tokens=10_000_000, target_prompt_tokens=10_000_000)
-    path = write_records(tmp_path / "r.jsonl", recs)
-    cal = tmp_path / "cal.json"
-    proc = run_cli("fit", str(path), "-m", "llama-3.1-8b", "--gpu", "h100-sxm", "--out", str(cal))
-    usage_error(proc, "effective FLOP/s", "[0.0001, 10]", "not one sweep")
-    assert not cal.exists()
+    fit_refused(
+        tmp_path, recs, "cal.json", ("--gpu", "h100-sxm"), "effective FLOP/s", "[0.0001, 10]", "not one sweep"
+    )
 
 
 def test_fit_engine_refuses_a_profile_that_would_not_load_and_writes_nothing(tmp_path: Path) -> None:
@@ -189,11 +199,7 @@ def test_fit_engine_refuses_a_profile_that_would_not_load_and_writes_nothing(tmp
                 {"prompt_tokens": prompt, "target_prompt_tokens": prompt, "output_tokens": 65,
                  "concurrency": conc, "ttft_s": ttft, "tpot_s": tpot, "e2e_s": ttft + 64 * tpot}
             )  # fmt: skip
-    path = write_records(tmp_path / "r.jsonl", recs)
-    profile = tmp_path / "p.toml"
-    proc = run_cli("fit", str(path), "-m", "llama-3.1-8b", "--engine", "vllm", "--out", str(profile))
-    usage_error(proc, "TTFT offset", "10 s", "engine profile")
-    assert not profile.exists()
+    fit_refused(tmp_path, recs, "p.toml", ("--engine", "vllm"), "TTFT offset", "10 s", "engine profile")
 
 
 def test_fit_engine_writes_a_profile_that_estimate_loads(tmp_path: Path) -> None:

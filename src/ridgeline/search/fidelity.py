@@ -68,6 +68,11 @@ class Least:
     e2e_s: float | None
     attainment: float
 
+    @classmethod
+    def of(cls, b: Bounds) -> Least:
+        """The closed forms' least p99s and most attainment (prune.bounds)."""
+        return cls(b.ttft_s, b.tpot_s, b.e2e_s, b.attainment)
+
     def raised(self, s: Screened) -> Least:
         """With a screen's bounds: the larger of each."""
 
@@ -199,10 +204,7 @@ class Stage:
         those the next windows are held against. The next window's (`upcoming`) first
         screens are sent with the whole runs, for workers that would otherwise wait for
         the last of them: that window's decisions still wait for this one's met points."""
-        self.points = {
-            t.key: (t, Least(b.ttft_s, b.tpot_s, b.e2e_s, b.attainment))
-            for t, b in zip(tasks, closed, strict=True)
-        }
+        self.points = {t.key: (t, Least.of(b)) for t, b in zip(tasks, closed, strict=True)}
         self.whole = []
         screens: list[Task] = []
         for key, (task, least) in self.points.items():
@@ -211,11 +213,9 @@ class Stage:
             if self.exhaustive:
                 self.whole.append(task)
                 continue
-            if self.means is not None:
-                beaten = self.met.beaten_by(self.cost(task, self.means), least)
-                if beaten is not None:
-                    self.emit(decided(self.ctx, task, least, "bound", "dominated", beaten, self.means))
-                    continue
+            if self.means is not None and (beaten := self.beaten_on_bounds(task, least)) is not None:
+                self.emit(decided(self.ctx, task, least, "bound", "dominated", beaten, self.means))
+                continue
             screens.append(task)
         for n in self.screens:
             self.undecided = []
@@ -235,16 +235,18 @@ class Stage:
         only beat more, so these are never screened)."""
         if self.exhaustive or not self.screens:
             return []
-        out = []
-        for task, b in zip(tasks, closed, strict=True):
-            if task.key in self.done:
-                continue
-            if self.means is not None:
-                least = Least(b.ttft_s, b.tpot_s, b.e2e_s, b.attainment)
-                if self.met.beaten_by(self.cost(task, self.means), least) is not None:
-                    continue
-            out.append(replace(task, screen=self.screens[0]))
-        return out
+        return [
+            replace(task, screen=self.screens[0])
+            for task, b in zip(tasks, closed, strict=True)
+            if task.key not in self.done and self.beaten_on_bounds(task, Least.of(b)) is None
+        ]
+
+    def beaten_on_bounds(self, task: Task, least: Least) -> str | None:
+        """The met point that beats this one on its closed-form bounds alone, with no run (when
+        the run's token means, and so its cost, are known before it), or None."""
+        if self.means is None:
+            return None
+        return self.met.beaten_by(self.cost(task, self.means), least)
 
     def screened(self, s: Screened) -> None:
         task, least = self.points[s.key]

@@ -22,7 +22,6 @@ from typing import Any
 from ridgeline import __version__, metrics
 from ridgeline.architecture import Architecture
 from ridgeline.checks import check_fraction, check_number, check_price, check_size
-from ridgeline.deployment import Deployment
 from ridgeline.errors import RidgelineError
 from ridgeline.interrupts import SigtermInterrupts
 from ridgeline.search import answer as answers
@@ -34,9 +33,9 @@ from ridgeline.search.space import Space, point_seed
 from ridgeline.search.stage import Context, Task
 from ridgeline.search.store import Store
 from ridgeline.simulate.kvcache import MAX_BLOCK_TOKENS
-from ridgeline.simulate.report import server_bound
+from ridgeline.simulate.report import server_warning
 from ridgeline.simulate.router import check_router
-from ridgeline.simulate.run import check_slo, server_note
+from ridgeline.simulate.run import check_slo
 from ridgeline.simulate.workload import Lengths, Workload, check_context, make_requests
 
 MAX_SEARCH_REQUESTS = 1_000_000_000  # survivors x requests per point: about 11 hours of one core
@@ -169,16 +168,6 @@ def auto_requests(rate_per_s: float, e2e_s: list[float]) -> int:
     in_system = rate_per_s * max(e2e_s, default=0.0)
     n = math.ceil(TURNOVERS * in_system / 100) * 100
     return min(max(n, MIN_REQUESTS), MAX_REQUESTS)
-
-
-def server_warning(d: Deployment, row: dict[str, Any], rate: float) -> str | None:
-    """simulate's server-bound warning for a point's run: its replicas' API servers, at the
-    fleet's rate shared evenly, and the profile's costs at the run's mean prompt and stream."""
-    if d.engine is None:
-        return None
-    each_s = float(d.engine.server_s(1, row["prompt_tokens_mean"], row["output_tokens_mean"]))
-    replicas = int(row["replicas"])
-    return server_note(d, each_s, rate / replicas) if server_bound(each_s, rate, replicas) else None
 
 
 def check_settings(s: Settings) -> float:
@@ -318,7 +307,9 @@ def _search(
         shape = keys[best["key"]].shape
         found = launch(best, s.model, pruned.deployments[shape], s.block_tokens, s.gpu_memory_utilization)
         command = found.to_dict() if found else None
-        server = server_warning(pruned.deployments[shape], best, rate)
+        d = pruned.deployments[shape]
+        means = best["prompt_tokens_mean"], best["output_tokens_mean"]  # the run's: output is M + 1
+        server = server_warning(d, *means, rate, int(best["replicas"]))
         if server:
             warnings.append(f"the cheapest point: {server}")
     if interrupted:

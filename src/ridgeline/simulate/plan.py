@@ -35,8 +35,8 @@ from ridgeline.errors import RidgelineError
 from ridgeline.simulate import report
 from ridgeline.simulate.engine import EngineConfig
 from ridgeline.simulate.kvcache import kv_cache
-from ridgeline.simulate.run import SERVER_BOUND, check_slo, simulate
 from ridgeline.simulate.run import Result as SimResult
+from ridgeline.simulate.run import check_slo, simulate
 from ridgeline.simulate.workload import MAX_RATE_PER_S, MAX_SEED, MAX_SPAN_S, Workload, check_context
 
 TOLERANCE = 1.01  # bisection stops when hi / lo is below this
@@ -95,7 +95,7 @@ class Capacity:
     usd_per_million_output_tokens: float
     confidence: Confidence
     trials: list[Trial] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)  # the check run's: its API server (SERVER_BOUND)
+    warnings: list[str] = field(default_factory=list)  # the check run's: its API server (report.SERVER_BOUND)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -458,7 +458,7 @@ def capacity(
             confirm_met=sum(t.met for t in confirm),
         ),
         trials=trials,
-        warnings=[w for w in s.warnings if w.startswith(SERVER_BOUND)],
+        warnings=[w for w in s.warnings if w.startswith(report.SERVER_BOUND)],
     )
 
 

@@ -10,7 +10,6 @@ MBU = bytes / (time x GPUs x bandwidth), with FLOPs and bytes from the core's le
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -137,23 +136,31 @@ def offered_rate(workload: Workload, reqs: Requests) -> float | None:
     return None
 
 
-def server_s(m: Deployment, reqs: Requests) -> float | None:
-    """The serial work an engine's HTTP server does on one of these requests, on average: its
-    one process parses, tokenises and streams every request of its replica
-    (EngineProfile.server_s: per request, per prompt token, per streamed token). None
-    without an engine profile. The simulated steps leave it out (its first-token cost at low
-    load is the profile's first_token_s); it holds a replica to at most 1 / server_s requests
-    a second, which `simulate` warns of."""
-    if m.engine is None or not len(reqs):
+SERVER_BOUND = "server-bound"  # how the warning that a replica's API server is the bottleneck starts
+
+
+def server_warning(
+    m: Deployment, prompt_tokens: float, streamed_tokens: float, rate_per_s: float | None, replicas: int
+) -> str | None:
+    """An engine's OpenAI server is one process per replica that parses, tokenises and
+    streams every request (EngineProfile.server_s: per request, prompt token and streamed
+    token), so a replica passes at most 1 / that many requests a second to its engine. The
+    simulated steps leave it out (its first-token cost at low load is the profile's
+    first_token_s): a warning when the fleet's rate, shared evenly over the replicas, is past
+    it, for requests of these mean lengths; None without a profile or below it."""
+    if m.engine is None or rate_per_s is None:
         return None
-    prompt, streamed = statistics.fmean(reqs.prompt), statistics.fmean(reqs.output) + 1
-    return float(m.engine.server_s(1, prompt, streamed))
-
-
-def server_bound(each_s: float | None, rate_per_s: float | None, replicas: int) -> bool:
-    """Each replica's server needs more than its one process at this rate (the fleet's,
-    shared evenly over the replicas)."""
-    return each_s is not None and rate_per_s is not None and rate_per_s / replicas * each_s > 1.0
+    each_s = float(m.engine.server_s(1, prompt_tokens, streamed_tokens))
+    per_replica = rate_per_s / replicas
+    if per_replica * each_s <= 1.0:
+        return None
+    return (
+        f"{SERVER_BOUND}: {m.engine.label}'s API server, one process per replica, works "
+        f"{each_s * 1e3:.3g} ms on a request (its per-request, prompt-token and streamed-token "
+        f"costs), so it passes at most {1 / each_s:.3g} requests/s to its engine, below the "
+        f"{per_replica:.3g}/s each replica is offered; the simulated steps leave the server out: "
+        "add replicas or API server processes"
+    )
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import statistics
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
@@ -235,10 +236,11 @@ def summarize_run(
     offered = report.offered_rate(workload, reqs)
     overloaded = report.overloaded(reqs, workload.closed)
     notes = warnings(shared, overloaded, offered)
-    each_s = report.server_s(m, reqs)
-    rate = offered if offered is not None else shared.requests_per_s
-    if each_s is not None and report.server_bound(each_s, rate, replicas):
-        notes = (server_note(m, each_s, rate / replicas), *notes)
+    if len(reqs):
+        rate = offered if offered is not None else shared.requests_per_s
+        streamed = statistics.fmean(reqs.output) + 1  # tokens emitted: M + 1
+        server = report.server_warning(m, statistics.fmean(reqs.prompt), streamed, rate, replicas)
+        notes = notes if server is None else (server, *notes)
     summary = Summary(
         **{f.name: getattr(shared, f.name) for f in fields(shared)},
         input_tokens_per_s=sum(reqs.prompt) / max(makespan, 1e-12),
@@ -294,19 +296,6 @@ def slo_verdict(summary: metrics.Summary, slo: metrics.Slo | None) -> SloVerdict
             met[key] = p99 is not None and p99 <= limit
     return SloVerdict(
         ttft_s=slo.ttft_s, tpot_s=slo.tpot_s, e2e_s=slo.e2e_s, p99_met=met, met=all(met.values())
-    )
-
-
-SERVER_BOUND = "server-bound"  # the start of the warning that a replica's API server is the bottleneck
-
-
-def server_note(m: Deployment, each_s: float, rate_per_replica: float) -> str:
-    label = m.engine.label if m.engine is not None else "the engine"
-    return (
-        f"{SERVER_BOUND}: {label}'s API server, one process per replica, works {each_s * 1e3:.3g} ms on "
-        f"a request (its per-request, prompt-token and streamed-token costs), so it passes at most "
-        f"{1 / each_s:.3g} requests/s to its engine, below the {rate_per_replica:.3g}/s each replica "
-        "is offered; the simulated steps leave the server out: add replicas or API server processes"
     )
 
 
