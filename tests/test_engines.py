@@ -360,3 +360,26 @@ def test_a_run_offered_more_than_its_api_server_passes_on_says_so() -> None:
     assert warnings(0.5 * capacity) == ()
     assert warnings(1.25 * capacity, replicas=2) == ()  # each server has half the rate
     assert warnings(1.25 * capacity, engine=False) == ()  # no profile, no server costs
+
+
+def test_attention_with_sinks_runs_at_its_own_share(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """gpt-oss has attention sinks, which an engine may run through other kernels than its
+    usual ones: a profile's sinks = 0.5 halves that model's attention FLOP/s, so a prefill's
+    attention takes twice as long and its matmuls the same; a model without sinks is left
+    alone."""
+    plain = write_profile(tmp_path, PERFECT, "plain.toml")
+    sinks = write_profile(tmp_path, PERFECT.replace("experts = 1.0 }", "experts = 1.0, sinks = 0.5 }"))
+
+    def prefill(engine: str, model: str) -> Any:
+        shape = ("--model", model, "--gpu", "h100-sxm", "--prompt-tokens", "4000")
+        return run_json(capsys, "estimate", *shape, "--engine", engine)["prefill"]
+
+    before, after = prefill(plain, "gpt-oss-20b"), prefill(sinks, "gpt-oss-20b")
+    attention_s = before["attention_flops"] / H100_SXM_BF16_FLOPS  # at the perfect profile's full peak
+    assert attention_s > 0.01 * before["compute_s"]
+    assert after["compute_s"] == pytest.approx(before["compute_s"] + attention_s, rel=1e-9)
+    assert prefill(sinks, "llama-3.1-8b")["compute_s"] == pytest.approx(
+        prefill(plain, "llama-3.1-8b")["compute_s"], rel=1e-12
+    )

@@ -18,6 +18,9 @@ and falls short of the roofline for reasons each of which has a physical term he
                        x dequant[w8 | w4] when the weights are narrower than the maths
                        (weight-only formats unpack every weight inside the matmul)
     attention FLOP/s = peak(dtype) x attention x vendor
+                       x sinks for a model with attention sinks (gpt-oss), whose kernels
+                       are not the engine's usual ones (vLLM on an A100: Triton's, not
+                       FlashAttention's)
     weight bytes/s   = bandwidth x weights[w16 | w8 | w4] x vendor_memory   (dequantisation costs)
     KV bytes/s       = bandwidth x kv x vendor_memory
                        (a vendor's software stack reaches its own share of the data sheet's
@@ -181,6 +184,7 @@ class EngineProfile:
     request_s: float = 0.0  # the server's serial work per request (parse, route, respond)
     prompt_token_s: float = 0.0  # per prompt token (template, tokenise)
     stream_token_s: float = 0.0  # and per streamed token (detokenise, format, send)
+    sinks: float = 1.0  # attention with sinks against attention without (its kernels)
     runs_on: tuple[str, ...] = ()  # the accelerator vendors it supports; empty: any
     uncertainty: dict[str, tuple[float, float]] = field(default_factory=dict)  # regime -> (p10, p90)
     source: str = ""
@@ -248,7 +252,7 @@ class EngineProfile:
         return Reach(
             gemm_flops_per_s=full,
             expert_flops_per_s=full * self.experts,
-            attention_flops_per_s=peak * self.attention * v,
+            attention_flops_per_s=peak * self.attention * v * (self.sinks if d.arch.attention_sinks else 1.0),
             weight_bytes_per_s=bw * self.weights[fmt] * vm,
             kv_bytes_per_s=bw * self.kv * vm,
             step_overhead_s=self._fixed_overhead_s(d),
@@ -405,6 +409,7 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         half_m_tokens=_num(w, "compute.half_m_tokens", compute.get("half_m_tokens", 0.0), (0.0, 1e5)),
         attention=_num(w, "compute.attention", compute.get("attention", min(gemm.values())), _FRACTION),
         experts=_num(w, "compute.experts", compute.get("experts", 1.0), _FRACTION),
+        sinks=_num(w, "compute.sinks", compute.get("sinks", 1.0), _FRACTION),
         dequant={
             k: _num(w, f"compute.dequant.{k}", v, _FRACTION)
             for k, v in _table(w, compute, "dequant").items()
@@ -491,6 +496,7 @@ def profile_to_toml(p: EngineProfile) -> str:
                 "half_m_tokens": p.half_m_tokens,
                 "attention": p.attention,
                 "experts": p.experts,
+                "sinks": p.sinks,
                 "dequant": p.dequant,
             }
         ),
