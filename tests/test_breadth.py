@@ -282,7 +282,8 @@ def test_batch_sweep_runs_to_the_largest_batch_that_fits() -> None:
     assert rows[0]["batch"] == 1 and rows[-1]["batch"] == data["memory"]["max_batch"]
     assert all(r["fits"] for r in rows)
     throughput = [r["tokens_per_s"] for r in rows]
-    assert throughput == sorted(throughput)
+    # rises with the batch, then holds flat on the compute roof (equal to round-off there)
+    assert all(b >= a * (1 - 1e-12) for a, b in zip(throughput, throughput[1:]))
     turn = data["batch_sweep"]["compute_bound_from"]
     assert turn == next(r["batch"] for r in rows if r["decode_bound"] == "compute")
     proc = run_cli("estimate", "--batch-sweep", "--prompt", "200", "--output", "100")
