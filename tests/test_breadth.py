@@ -3,6 +3,7 @@ lesson's sentences about quantisation, tensor parallelism and memory fit."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -283,7 +284,7 @@ def test_batch_sweep_runs_to_the_largest_batch_that_fits() -> None:
     assert all(r["fits"] for r in rows)
     throughput = [r["tokens_per_s"] for r in rows]
     # rises with the batch, then holds flat on the compute roof (equal to round-off there)
-    assert all(b >= a * (1 - 1e-12) for a, b in zip(throughput, throughput[1:]))
+    assert all(b >= a * (1 - 1e-12) for a, b in itertools.pairwise(throughput))
     turn = data["batch_sweep"]["compute_bound_from"]
     assert turn == next(r["batch"] for r in rows if r["decode_bound"] == "compute")
     proc = run_cli("estimate", "--batch-sweep", "--prompt", "200", "--output", "100")
