@@ -121,10 +121,14 @@ def test_ridge_values() -> None:
     assert get_accelerator("a100-80gb-sxm").ridge() == pytest.approx(153.0, abs=0.1)
 
 
+# An "80GB" H100's HBM: 80 GiB (nvidia-smi reports 81,559 MiB of it to a process).
+H100_MEMORY_BYTES = 80 * 2**30
+
+
 def test_memory_fits_and_shortfall() -> None:
     e = estimate("llama-3.1-70b")
     assert not e.memory.fits
-    assert e.memory.shortfall_bytes == pytest.approx(e.memory.per_gpu.total_bytes - 0.9 * 80e9)
+    assert e.memory.shortfall_bytes == pytest.approx(e.memory.per_gpu.total_bytes - 0.9 * H100_MEMORY_BYTES)
     ok = estimate()
     assert ok.memory.fits and ok.memory.shortfall_bytes == 0
 
@@ -132,7 +136,7 @@ def test_memory_fits_and_shortfall() -> None:
 def test_tp_splits_weights_and_memory_is_per_gpu() -> None:
     e = estimate("llama-3.1-70b", tp=4)
     assert e.memory.per_gpu.weight_bytes == pytest.approx(e.memory.weight_bytes / 4)
-    assert e.memory.per_gpu.capacity_bytes == 80e9
+    assert e.memory.per_gpu.capacity_bytes == H100_MEMORY_BYTES
     assert e.memory.fits
 
 

@@ -42,13 +42,13 @@ def test_the_built_in_engines_and_their_schedulers(capsys: pytest.CaptureFixture
 
 # vLLM's own defaults (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults, 0.9 on, for
 # `vllm serve`): a GPU of at least 70 GiB that is not an A100 starts with 1,024 sequences and
-# an 8,192-token budget; any other, 256 and 2,048. Catalogue memory: the data sheets'.
+# an 8,192-token budget; any other, 256 and 2,048. Catalogue memory: what the card holds.
 VLLM_SERVE_DEFAULTS = {
-    "h100-sxm": (1024, 8192),  # 80 GB = 74.5 GiB
-    "h200": (1024, 8192),  # 141 GB
-    "mi300x": (1024, 8192),  # 192 GB
-    "a100-80gb-sxm": (256, 2048),  # 74.5 GiB, but an A100 (vLLM PR #17885: larger budgets slowed it)
-    "l40s": (256, 2048),  # 48 GB = 44.7 GiB
+    "h100-sxm": (1024, 8192),  # 80 GiB
+    "h200": (1024, 8192),  # 141 GiB
+    "mi300x": (1024, 8192),  # 192 GiB
+    "a100-80gb-sxm": (256, 2048),  # 80 GiB, but an A100 (vLLM PR #17885: larger budgets slowed it)
+    "l40s": (256, 2048),  # 48 GB (ECC on) = 44.7 GiB
 }
 
 
@@ -68,12 +68,12 @@ def test_vllms_scheduler_defaults_follow_the_accelerator(gpu: str, defaults: tup
 # 16,384 from there ("B200, MI300"); --max-running-requests comes from the KV pool,
 # min(max(tokens / context * 512, 2048), 4096): never below 2,048.
 SGLANG_SERVE_DEFAULTS = {
-    "rtx-4090": (2048, 2048),  # 24 GB = 22.4 GiB
-    "a100-40gb": (2048, 8192),  # 37.3 GiB
-    "h100-sxm": (2048, 8192),  # 74.5 GiB
-    "h200": (2048, 8192),  # 131 GiB
-    "b200": (2048, 16384),  # 180 GB = 168 GiB
-    "mi300x": (2048, 16384),  # 192 GB = 179 GiB
+    "rtx-4090": (2048, 2048),  # 24 GiB
+    "a100-40gb": (2048, 8192),  # 40 GiB
+    "h100-sxm": (2048, 8192),  # 80 GiB
+    "h200": (2048, 8192),  # 141 GiB
+    "b200": (2048, 16384),  # 180 GiB
+    "mi300x": (2048, 16384),  # 192 GiB
 }
 
 

@@ -40,12 +40,12 @@ def test_the_film_page_serves_transcript_and_captions_before_any_render(client: 
 
 
 def test_a_rendered_film_is_played_with_its_own_captions(client: TestClient, tmp_path: Path) -> None:
-    folder = tmp_path / "films" / slug("llama-3.1-70b", "h100-sxm", "bf16", 4)
+    folder = tmp_path / "films" / slug("llama-3.1-70b", "h100-sxm", "bf16", 2)
     folder.mkdir(parents=True)
     (folder / "film.mp4").write_bytes(b"\x00\x00\x00\x18ftypisom" + b"\x00" * 64)
     (folder / "captions.vtt").write_text("WEBVTT\n\n1\n00:00:00.000 --> 00:00:01.000\nrendered\n")
     (folder / "transcript.md").write_text("# Rendered transcript\n")
-    state = {"model": "llama-3.1-70b", "gpu": "h100-sxm"}  # tp 1 does not fit: the film chose 4
+    state = {"model": "llama-3.1-70b", "gpu": "h100-sxm"}  # tp 1 does not fit: the film chose 2
     page = client.get("/film", params=state)
     assert "<video" in page.text and "/film/film.mp4?" in page.text and "<track" in page.text
     assert "Rendered transcript" in page.text

@@ -240,12 +240,12 @@ def test_kv_shortage_preempts_and_counts_it() -> None:
 
 
 def test_kv_capacity_is_the_memory_plans_room() -> None:
-    """90% of an H100's 80 GB, less 16.06 GB of weights, 1 GB overhead and the activations
+    """90% of an H100's 80 GiB, less 16.06 GB of weights, 1 GB overhead and the activations
     of a full step (8,192 tokens x (4d + 2 mlp + 2 q) in bf16, and fp32 logits for 256
     sequences), in blocks of 16 tokens x 128 KiB."""
     kv = kv_cache(Deployment.build())
     activations = 8192 * (4 * 4096 + 2 * 14336 + 2 * 4096) * 2 + 256 * 128256 * 4
-    room = 72e9 - 16_060_522_496 - 1e9 - activations
+    room = 0.9 * 80 * 2**30 - 16_060_522_496 - 1e9 - activations
     assert kv.room_bytes_per_gpu == pytest.approx(room, rel=1e-12)
     assert kv.blocks == int(room // (16 * 131072))
 

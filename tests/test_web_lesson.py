@@ -165,6 +165,14 @@ def test_every_step_says_what_its_memory_bar_says() -> None:
     assert memory_of(lesson.get_step(12))["serves"]
 
 
+def test_a_cards_memory_is_said_as_its_maker_sizes_it() -> None:
+    """An "80GB" H100 holds 80 GiB: 80 x 2^30 = 85.9e9 bytes, of which an engine plans 90%."""
+    ten = " ".join(plain(lesson.rendered(10)["html"]).split())
+    assert "The H100 has 80 GiB (85.9 GB), of which a serving engine plans for 77.3 GB" in ten
+    eleven = " ".join(plain(lesson.rendered(11)["html"]).split())
+    assert "40,000 tokens in" in eleven and "under its 80 GiB" in eleven
+
+
 def test_the_batching_steps_state_their_context() -> None:
     """The batch-64 numbers hold only at the context each user holds: the steps say which."""
     for n in (5, 6):

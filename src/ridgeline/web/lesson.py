@@ -183,7 +183,7 @@ def lookup(step: Step, path: str) -> Any:
 
 
 def format_value(value: Any, fmt: str | None) -> str:
-    """Units as the lesson writes them: decimal GB and TB/s, times in ms or s."""
+    """Units as the lesson writes them: decimal GB and TB/s (a capacity in GiB too), times in ms or s."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return str(value)
     v = float(value)
@@ -197,6 +197,7 @@ def format_value(value: Any, fmt: str | None) -> str:
         "d2": lambda: f"{v:,.2f}",
         "GB": lambda: f"{v / 1e9:.3g} GB",
         "GB2": lambda: f"{v / 1e9:,.2f} GB",
+        "GiB": lambda: f"{v / 2**30:.3g} GiB",  # a memory's capacity as its maker names it
         "TB/s": lambda: f"{v / 1e12:.3g} TB/s",
         "TFLOPs": lambda: f"{v / 1e12:,.0f} TFLOP/s",
         "si": lambda: si(v),
