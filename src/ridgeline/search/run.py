@@ -304,10 +304,9 @@ def _search(
     command = None
     warnings = []
     if best is not None:
-        shape = keys[best["key"]].shape
-        found = launch(best, s.model, pruned.deployments[shape], s.block_tokens, s.gpu_memory_utilization)
+        d = pruned.deployments[keys[best["key"]].shape]
+        found = launch(best, s.model, d, s.block_tokens, s.gpu_memory_utilization)
         command = found.to_dict() if found else None
-        d = pruned.deployments[shape]
         means = best["prompt_tokens_mean"], best["output_tokens_mean"]  # the run's: output is M + 1
         server = server_warning(d, *means, rate, int(best["replicas"]))
         if server:
