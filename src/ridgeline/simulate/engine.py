@@ -118,6 +118,7 @@ class Engine:
         self.prefilling: list[int] = []  # running requests still prefilling, admission order
         self.n_decoding = 0
         self.sum_base = 0
+        self.sum_end = 0  # the decoders' prompt + output: the contexts at which they finish
         self.cnt = [0] * self.block_tokens  # decoders per base residue
         self.dec_base: dict[int, int] = {}  # decoders' bases (sliding-window models read them)
         self.ends: list[tuple[int, int]] = []  # heap of (last step, request)
@@ -149,6 +150,10 @@ class Engine:
         self.jump = cfg.jump and self.fast
         self.policy: Policy = POLICIES[cfg.policy]()
         self.schedule = self.policy.schedule
+        # where a preempted request rejoins the queue, and whether a queue the policy left
+        # waiting can only move once a request finishes (policy.py: both optional)
+        self.requeue_at_head = getattr(self.policy, "requeue_at_head", True)
+        self.queue_waits_for_finish = getattr(self.policy, "queue_waits_for_finish", True)
 
     # --- the loop ---------------------------------------------------------------------------
     def add(self, rid: int) -> None:
@@ -241,6 +246,9 @@ class Engine:
     # --- what a policy reads (policy.SchedulerView) --------------------------------------------
     def decode_blocks(self) -> int:
         return self.cnt[self.step % self.block_tokens]
+
+    def decode_tokens_left(self) -> int:
+        return self.sum_end - (self.n_decoding * self.step - self.sum_base)
 
     def takes_block(self, rid: int) -> bool:
         bs = self.block_tokens
@@ -394,6 +402,8 @@ class Engine:
             heapq.heappop(ends)  # stale: preempted since
             last, rid = ends[0]
         k = last - s + 1
+        if k > 1 and self.waiting and not self.queue_waits_for_finish:
+            k = 1  # the policy may admit the queue's head at any step: ask it at each
         if k > 1:
             delta = barrier - self.t
             if not self.waiting and self.next < len(self.pending):
@@ -481,6 +491,7 @@ class Engine:
         r.last_step[rid] = s + left - 1
         self.n_decoding += 1
         self.sum_base += base
+        self.sum_end += r.prompt[rid] + r.output[rid]
         self.cnt[base % self.block_tokens] += 1
         if not self.fast:
             self.dec_base[rid] = base
@@ -517,12 +528,17 @@ class Engine:
         r.held[rid] = 0
         r.preemptions[rid] += 1
         self.preemptions += 1
-        self.waiting.appendleft(rid)
+        if self.requeue_at_head:
+            self.waiting.appendleft(rid)
+        else:
+            self.waiting.append(rid)
 
     def leave_decode(self, rid: int) -> None:
-        base = self.reqs.base[rid]
+        r = self.reqs
+        base = r.base[rid]
         self.n_decoding -= 1
         self.sum_base -= base
+        self.sum_end -= r.prompt[rid] + r.output[rid]
         self.cnt[base % self.block_tokens] -= 1
         if not self.fast:
             del self.dec_base[rid]

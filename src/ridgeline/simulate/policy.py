@@ -12,7 +12,11 @@ only the prefill chunks) or sit it out: a prefill-only step, whose time passes w
 emit nothing.
 
 Adding a policy is one class with `schedule(view) -> StepPlan`, named in scheduler.POLICIES
-(EngineConfig(policy=NAME) picks it; the engine makes one per replica).
+(EngineConfig(policy=NAME) picks it; the engine makes one per replica). Two class attributes
+are optional: `requeue_at_head` (default True: a preempted request rejoins the queue at its
+head; False: at its tail) and `queue_waits_for_finish` (default True: a queue the policy left
+waiting stays so until a request finishes, so the engine may leap over decode steps; False:
+the engine asks the policy at every step while a request waits).
 """
 
 from __future__ import annotations
@@ -71,6 +75,11 @@ class SchedulerView(Protocol):
 
     def takes_block(self, rid: int) -> bool:
         """Whether decoding request `rid` is one of those."""
+        ...
+
+    def decode_tokens_left(self) -> int:
+        """Tokens the decoders have still to write, all told (each writes one a step until
+        its context reaches prompt + output)."""
         ...
 
     def held_blocks(self, rid: int) -> int:

@@ -1,6 +1,6 @@
 """The iteration-level scheduler policies, by name; vLLM's is the default, TensorRT-LLM's
-guaranteed-no-evict (NoEvictPolicy) and SGLang's prefill-first steps (SglangPolicy) are the
-others, below.
+guaranteed-no-evict (NoEvictPolicy) and SGLang's prefill-first steps with its reserve for
+future tokens (SglangPolicy) are the others, below.
 
 vLLM's (VllmPolicy): each step has a token budget (max_num_batched_tokens) and a sequence
 limit (max_num_seqs):
@@ -19,13 +19,12 @@ max_num_seqs, so the decodes always fit.
 from __future__ import annotations
 
 from ridgeline.simulate.policy import Chunk, Policy, SchedulerView, StepPlan
+from ridgeline.simulate.requests import DECODE, DONE
 
 
 class VllmPolicy:
     """vLLM's scheduler: decodes first, preemption by recompute of the latest admitted,
     chunked prefill within the token budget, first come, first served admission."""
-
-    mixed = True  # the decoders share each step with the prefill chunks (SglangPolicy's do not)
 
     def schedule(self, view: SchedulerView) -> StepPlan:
         r = view.reqs
@@ -41,7 +40,7 @@ class VllmPolicy:
                 decoding, end, free = self.make_room(view, need, free, preempt)
             else:
                 free -= need
-        budget = view.max_num_batched_tokens - (decoding if self.mixed else 0)
+        budget = view.max_num_batched_tokens - decoding
         chunks: list[Chunk] = []
         computed, target, held, shared = r.computed, r.target, r.held, r.shared
         i = 0
@@ -69,7 +68,7 @@ class VllmPolicy:
             budget -= n
             i += 1
         if preempt:
-            return preempt, chunks, self.mixed or not chunks
+            return preempt, chunks, True
         # first come, first served: admit from the head of the queue while everything fits
         running = decoding + end
         limit = view.max_num_seqs
@@ -88,7 +87,7 @@ class VllmPolicy:
                 running += 1
                 if budget <= 0 or running >= limit:
                     break
-        return (), chunks, self.mixed or not chunks
+        return (), chunks, True
 
     @staticmethod
     def make_room(view: SchedulerView, need: int, free: int, preempt: list[int]) -> tuple[int, int, int]:
@@ -117,24 +116,158 @@ class VllmPolicy:
         return decoding, end, free - need
 
 
-class SglangPolicy(VllmPolicy):
-    """SGLang's default scheduler (python/sglang/srt/managers/scheduler.py,
-    Scheduler.get_next_batch_to_run, with --enable-mixed-chunk off): a step is either a
-    prefill ("extend") batch or a decode step, never both. Whenever a prefill batch can be
-    formed (a chunked prefill is unfinished or a request waits, and the KV cache and
-    --max-running-requests, here max_num_seqs, have room) it runs first, alone: the running
-    prefills' next chunks, then waiting requests first come, first served, within
-    --chunked-prefill-size tokens (max_num_batched_tokens), and the decoding sequences emit
-    nothing while it runs. Otherwise every decoding sequence runs one decode step.
+# SGLang's admission arithmetic at its defaults (--schedule-conservativeness 1; global_config
+# and envs, managers/schedule_policy.py and schedule_batch.py, 0.4 to 0.5)
+INIT_NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO
+MIN_NEW_TOKEN_RATIO = INIT_NEW_TOKEN_RATIO * 0.14  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
+NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600  # a decode step's, over 600
+RETRACT_DECODE_STEPS = 20  # a retraction leaves room for this many steps of the decoders kept
+CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION: one request's reserve at most
 
-    Memory is vLLM's (VllmPolicy), not SGLang's: a prefill is admitted while its blocks fit
-    beside the decoders' next blocks, and when those do not fit the latest admitted running
-    request is preempted by recompute before anything else is planned. SGLang instead
-    admits against a reserve for the running requests' future tokens (new_token_ratio) and,
-    when a decode step's memory runs out, retracts decoding requests (retract_decode); that
-    bookkeeping is not modelled."""
 
-    mixed = False
+class SglangPolicy:
+    """SGLang's default scheduler (managers/scheduler.py, get_next_batch_to_run, with
+    --enable-mixed-chunk off): a step is either a prefill ("extend") batch or a decode step,
+    never both. Whenever a prefill batch can be formed it runs first, alone, and the decoding
+    sequences emit nothing while it runs; otherwise every decoding sequence runs one step.
+
+    A prefill batch (PrefillAdder) takes the unfinished chunked prefill's next chunk, then
+    waiting requests first come, first served, within --chunked-prefill-size tokens
+    (max_num_batched_tokens) and --max-running-requests (max_num_seqs). It admits against a
+    reserve for what is still to be written: the KV tokens free, less new_token_ratio times
+    each decoder's tokens still to write (at most 4,096 each), less each request admitted in
+    this batch's prompt and whole max_new_tokens. A request whose prompt and max_new_tokens do
+    not fit what is left waits, and so does every request behind it.
+
+    new_token_ratio starts at 0.7, falls by (0.7 - 0.098) / 600 each decode step to 0.098, and
+    starts again at 0.7 whenever the engine idles. When a decode step's fresh KV does not fit,
+    SGLang retracts (retract_decode) the decoders that have written least (of those, the
+    longest prompts first), at least one, until the rest have room for 20 steps each; they
+    rejoin the queue's tail to prefill again, and the ratio becomes the kept decoders' tokens
+    written plus 20 steps each over their max_new_tokens (at most 1). So SGLang admits fewer
+    requests than vLLM early in a run and preempts fewer.
+
+    Not modelled: the radix cache's evictable tokens (this simulator's prefix cache is its
+    shared blocks) and --max-prefill-tokens (16,384 by default, above the chunk size). With
+    nothing running, the queue's head is admitted whenever its blocks fit, where SGLang would
+    refuse a request whose prompt and max_new_tokens fill the whole pool."""
+
+    requeue_at_head = False  # a retracted request rejoins the queue at its tail
+    queue_waits_for_finish = False  # the ratio falls at every decode step: the head may fit at any
+
+    def __init__(self) -> None:
+        self.ratio_set = INIT_NEW_TOKEN_RATIO  # new_token_ratio as last set, ...
+        self.set_at = 0  # ... at this step counter: it has fallen one decay a decode step since
+        self.left_waiting = False  # whether the last plan left a request in the queue
+        self.long: set[int] = set()  # admitted requests that may write more than the clip
+
+    def new_token_ratio(self, view: SchedulerView) -> float:
+        fallen = NEW_TOKEN_RATIO_DECAY * (view.step - self.set_at)
+        return max(self.ratio_set - fallen, MIN_NEW_TOKEN_RATIO)
+
+    def reserved(self, view: SchedulerView) -> float:
+        """Tokens held back for the decoders: the ratio times what each has still to write,
+        clipped at CLIP_MAX_NEW_TOKENS."""
+        left = view.decode_tokens_left()
+        r = view.reqs
+        for rid in list(self.long):
+            if r.state[rid] == DONE:
+                self.long.discard(rid)
+            elif r.state[rid] == DECODE:
+                to_write = r.prompt[rid] + r.output[rid] - (view.step - r.base[rid])
+                left -= max(0, to_write - CLIP_MAX_NEW_TOKENS)
+        return self.new_token_ratio(view) * left
+
+    def schedule(self, view: SchedulerView) -> StepPlan:
+        if not (view.n_decoding or view.prefilling or self.left_waiting):  # it idled
+            self.ratio_set, self.set_at = INIT_NEW_TOKEN_RATIO, view.step
+        chunks, admitted = self.prefill_batch(view)
+        if chunks:
+            self.left_waiting = len(view.waiting) > admitted
+            return (), chunks, False
+        retract = self.retract(view) if view.decode_blocks() > view.free_blocks else []
+        self.left_waiting = bool(view.waiting or retract)
+        return retract, (), True
+
+    def prefill_batch(self, view: SchedulerView) -> tuple[list[Chunk], int]:
+        """The chunks of the next prefill batch, and how many waiting requests it admits."""
+        if not (view.waiting or view.prefilling):
+            return [], 0
+        r = view.reqs
+        bs = view.block_tokens
+        free = view.free_blocks
+        room = free * bs - self.reserved(view)  # rem_total_tokens
+        budget = view.max_num_batched_tokens
+        computed, target, held, shared = r.computed, r.target, r.held, r.shared
+        chunks: list[Chunk] = []
+        for rid in view.prefilling:  # the chunked prefill carries on first
+            c = computed[rid]
+            n = min(target[rid] - c, budget, int(room), (held[rid] + free) * bs + shared[rid] - c)
+            if n <= 0:
+                continue
+            free -= -(-(c + n - shared[rid]) // bs) - held[rid]
+            room -= n + (min(r.output[rid] + 1, CLIP_MAX_NEW_TOKENS) if c + n == target[rid] else 0)
+            budget -= n
+            chunks.append((rid, n, c))
+        running = view.n_decoding + len(view.prefilling)
+        idle = not running
+        admitted = 0
+        for rid in view.waiting:
+            if running >= view.max_num_seqs or budget <= 0:
+                break
+            c = computed[rid]
+            n = target[rid] - c
+            new = min(r.output[rid] + 1, CLIP_MAX_NEW_TOKENS)  # max_new_tokens, reserved whole
+            if n + new >= room and not (idle and not chunks):
+                break
+            whole = n <= budget
+            n = min(n, budget, free * bs + shared[rid] - c)
+            if n <= 0 or (whole and n < target[rid] - c):
+                break  # its blocks are not free
+            free -= -(-(c + n - shared[rid]) // bs)
+            room -= n + (new if whole else 0)
+            budget -= n
+            chunks.append((rid, n, c))
+            running += 1
+            admitted += 1
+            if r.output[rid] + 1 > CLIP_MAX_NEW_TOKENS:
+                self.long.add(rid)
+            if not whole:
+                break  # the batch's one chunked prefill ends it
+        return chunks, admitted
+
+    def retract(self, view: SchedulerView) -> list[int]:
+        """retract_decode: the decoders that have written least (then the longest prompts)
+        leave, at least one, until the rest have room for RETRACT_DECODE_STEPS steps each;
+        new_token_ratio becomes what the rest have written plus those steps, over their
+        max_new_tokens."""
+        r = view.reqs
+        step, bs = view.step, view.block_tokens
+
+        def written(rid: int) -> int:  # output tokens so far: the prefill's and one a step
+            return step - r.base[rid] - r.prompt[rid] + 1
+
+        kept = list(view.latest_decoders())[::-1]  # the batch in admission order
+        kept.sort(key=lambda rid: (written(rid), -r.prompt[rid]), reverse=True)
+        need, free = view.decode_blocks(), view.free_blocks
+        retract: list[int] = []
+        while len(kept) > 1:
+            victim = kept.pop()
+            retract.append(victim)
+            free += view.held_blocks(victim)
+            need -= view.takes_block(victim)
+            if free * bs >= RETRACT_DECODE_STEPS * len(kept) and need <= free:
+                break
+        for victim in reversed(view.prefilling):  # a chunked prefill holding the last block
+            if need <= free:
+                break
+            retract.append(victim)
+            free += view.held_blocks(victim)
+        ratio = (sum(written(rid) for rid in kept) + RETRACT_DECODE_STEPS * len(kept)) / (
+            sum(r.output[rid] + 1 for rid in kept) + 1
+        )
+        self.ratio_set, self.set_at = min(1.0, ratio), step + 1  # its own step does not decay it
+        return retract
 
 
 class NoEvictPolicy:
