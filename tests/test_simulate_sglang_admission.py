@@ -161,6 +161,27 @@ def test_the_ratio_falls_each_decode_step_to_its_floor_and_starts_again_when_the
     assert policy.new_token_ratio(idle) == pytest.approx(0.7, rel=REL)
 
 
+@pytest.mark.parametrize(("output", "admitted"), [(900, True), (950, False)])
+def test_a_decoder_reserves_at_most_4096_future_tokens(output: int, admitted: bool) -> None:
+    """One decoder with 10,000 tokens still to write holds back 0.7 x 4,096 = 2,867.2 of 300
+    free blocks' 4,800 tokens, leaving 1,932.8: a 1,000-token prompt with 901 tokens to write
+    (1,901) joins a prefill batch; with 951 (1,951) it waits. Unclipped, the reserve (7,000)
+    would leave no room for either."""
+    view = View(0, 300 + 7, [])
+    view.waiting = [view.reqs.add(0.0, 100, 10_000)]
+    policy = scheduler.SglangPolicy()
+    assert policy.schedule(view) == ((), [(0, 100, 0)], False)  # admitted, and prefilled:
+    view.waiting, view.free_blocks, view.n_decoding = [], 300, 1
+    view.reqs.state[0], view.reqs.base[0] = DECODE, -100
+    view.waiting = [view.reqs.add(0.0, 1000, output)]
+    preempt, chunks, decode = policy.schedule(view)
+    assert list(preempt) == []
+    if admitted:
+        assert (list(chunks), decode) == ([(1, 1000, 0)], False)
+    else:
+        assert (list(chunks), decode) == ([], True)
+
+
 class Probe(scheduler.SglangPolicy):
     """SGLang's policy, checking at each plan what the engine tells it: the decoders' tokens
     still to write, and where the requests it retracted went."""

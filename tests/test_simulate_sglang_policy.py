@@ -145,8 +145,15 @@ def test_a_full_batch_decodes_and_the_next_prefill_waits_for_a_seat(m: Deploymen
             requests=300,
             duration_s=None,
         ),  # preempts
+        Workload(
+            prompt=Lengths("fixed", 500),
+            output=Lengths("fixed", 5000),
+            rate_per_s=5,
+            requests=40,
+            duration_s=None,
+        ),  # reserves are clipped at 4,096 tokens, and requests wait on them
     ],
-    ids=["steady", "preempting"],
+    ids=["steady", "preempting", "long"],
 )
 def test_jumping_never_crosses_a_prefill_step(workload: Workload) -> None:
     """Closed-form decode runs stop where a prefill batch would run: the jumped timeline is
