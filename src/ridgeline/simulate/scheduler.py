@@ -162,7 +162,7 @@ class SglangPolicy:
         self.long: set[int] = set()  # admitted requests that may write more than the clip
 
     def new_token_ratio(self, view: SchedulerView) -> float:
-        fallen = NEW_TOKEN_RATIO_DECAY * (view.step - self.set_at)
+        fallen = NEW_TOKEN_RATIO_DECAY * max(0, view.step - self.set_at)
         return max(self.ratio_set - fallen, MIN_NEW_TOKEN_RATIO)
 
     def reserved(self, view: SchedulerView) -> float:
