@@ -119,8 +119,16 @@ class View:
     def held_blocks(self, rid: int) -> int:
         return math.ceil(self.context(rid) / BLOCK)
 
+    def decoders(self) -> list[int]:
+        return list(range(self.n_decoding))
+
     def latest_decoders(self) -> Iterator[int]:
         return iter(sorted(range(self.n_decoding), key=lambda rid: -self.reqs.seq[rid]))
+
+    def blocks_over(self, first: int, last: int) -> int:  # every decoder's next block takes one
+        return sum(
+            (self.context(rid) + j) % BLOCK == 0 for j in range(first, last) for rid in range(self.n_decoding)
+        )
 
     def decode_tokens_left(self) -> int:
         r = self.reqs
@@ -144,21 +152,21 @@ def test_a_retraction_takes_the_fewest_written_then_the_longest_prompts_until_tw
     assert list(preempt) == [1, 2]
     assert (list(chunks), decode) == ([], True)
     view.step += 1  # the step it planned: the ratio has not fallen in it
-    assert policy.new_token_ratio(view) == pytest.approx((301 + 31 + 40) / (1001 + 1001 + 1), rel=REL)
+    assert policy.new_token_ratio(view.step) == pytest.approx((301 + 31 + 40) / (1001 + 1001 + 1), rel=REL)
     view.step += 10
-    assert policy.new_token_ratio(view) == pytest.approx((301 + 31 + 40) / 2003 - 10 * DECAY, rel=REL)
+    assert policy.new_token_ratio(view.step) == pytest.approx((301 + 31 + 40) / 2003 - 10 * DECAY, rel=REL)
 
 
 def test_the_ratio_falls_each_decode_step_to_its_floor_and_starts_again_when_the_engine_idles() -> None:
     policy = scheduler.SglangPolicy()
     busy = View(300, 100, [(100, 1000, 400, 1)])
-    assert policy.new_token_ratio(busy) == pytest.approx(0.7 - 300 * DECAY, rel=REL)
+    assert policy.new_token_ratio(busy.step) == pytest.approx(0.7 - 300 * DECAY, rel=REL)
     busy.step = 5000
-    assert policy.new_token_ratio(busy) == pytest.approx(0.098, rel=REL)
+    assert policy.new_token_ratio(busy.step) == pytest.approx(0.098, rel=REL)
     idle = View(5000, 100, [])
     idle.waiting = [idle.reqs.add(0.0, 100, 10)]
     policy.schedule(idle)  # a request arrives at an idle engine
-    assert policy.new_token_ratio(idle) == pytest.approx(0.7, rel=REL)
+    assert policy.new_token_ratio(idle.step) == pytest.approx(0.7, rel=REL)
 
 
 @pytest.mark.parametrize(("output", "admitted"), [(900, True), (950, False)])

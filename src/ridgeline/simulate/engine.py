@@ -150,10 +150,10 @@ class Engine:
         self.jump = cfg.jump and self.fast
         self.policy: Policy = POLICIES[cfg.policy]()
         self.schedule = self.policy.schedule
-        # where a preempted request rejoins the queue, and whether a queue the policy left
-        # waiting can only move once a request finishes (policy.py: both optional)
+        # where a preempted request rejoins the queue, and how many decode steps may pass
+        # before a waiting queue could move, when not only at a finish (policy.py: optional)
         self.requeue_at_head = getattr(self.policy, "requeue_at_head", True)
-        self.queue_waits_for_finish = getattr(self.policy, "queue_waits_for_finish", True)
+        self.quiet_steps = getattr(self.policy, "quiet_steps", None)
 
     # --- the loop ---------------------------------------------------------------------------
     def add(self, rid: int) -> None:
@@ -259,6 +259,11 @@ class Engine:
         if r.state[rid] == DECODE:
             return -(-(self.step - r.base[rid] - r.shared[rid]) // self.block_tokens)
         return r.held[rid]
+
+    def decoders(self) -> list[int]:
+        r = self.reqs
+        state, seq = r.state, r.seq
+        return [rid for neg_seq, rid in self.victims if state[rid] == DECODE and seq[rid] == -neg_seq]
 
     def latest_decoders(self) -> Iterator[int]:
         r = self.reqs
@@ -384,7 +389,8 @@ class Engine:
         """Decode-only from here: leap over the run of identical steps up to the next
         completion, the blocks left, and the first step that would start at or after the
         next arrival (when the queue is empty; a blocked queue stays blocked until a
-        completion) or the barrier. Step 0's blocks are already reserved."""
+        completion, unless the policy's quiet_steps says sooner) or the barrier. Step 0's
+        blocks are already reserved."""
         n = self.n_decoding
         s = self.step
         mean = (n * s - self.sum_base) / n
@@ -402,8 +408,6 @@ class Engine:
             heapq.heappop(ends)  # stale: preempted since
             last, rid = ends[0]
         k = last - s + 1
-        if k > 1 and self.waiting and not self.queue_waits_for_finish:
-            k = 1  # the policy may admit the queue's head at any step: ask it at each
         if k > 1:
             delta = barrier - self.t
             if not self.waiting and self.next < len(self.pending):
@@ -414,6 +418,8 @@ class Engine:
                 k = 1
             elif k - 1 > self.free_blocks // n * self.block_tokens:  # block_steps' quick answer
                 k = self.block_steps(k)
+            if k > 1 and self.waiting and self.quiet_steps is not None:
+                k = self.quiet_steps(self, k)  # the policy may admit the queue's head sooner
         if k > 1:
             run = self.model.decode_run(
                 compute,

@@ -12,11 +12,12 @@ only the prefill chunks) or sit it out: a prefill-only step, whose time passes w
 emit nothing.
 
 Adding a policy is one class with `schedule(view) -> StepPlan`, named in scheduler.POLICIES
-(EngineConfig(policy=NAME) picks it; the engine makes one per replica). Two class attributes
-are optional: `requeue_at_head` (default True: a preempted request rejoins the queue at its
-head; False: at its tail) and `queue_waits_for_finish` (default True: a queue the policy left
-waiting stays so until a request finishes, so the engine may leap over decode steps; False:
-the engine asks the policy at every step while a request waits).
+(EngineConfig(policy=NAME) picks it; the engine makes one per replica). Two more parts are
+optional: `requeue_at_head`, a class attribute (default True: a preempted request rejoins the
+queue at its head; False: at its tail), and `quiet_steps(view, most) -> int`, for a policy
+under which a waiting queue can move before a request finishes: how many decode-only steps,
+from the one about to run, may pass before it must be asked again (without it a queue the
+policy left waiting stays so until a request finishes, and the engine leaps to that).
 """
 
 from __future__ import annotations
@@ -77,6 +78,11 @@ class SchedulerView(Protocol):
         """Whether decoding request `rid` is one of those."""
         ...
 
+    def blocks_over(self, first: int, last: int) -> int:
+        """Fresh blocks the decoders take over steps first .. last - 1, counted from the
+        one about to run (0)."""
+        ...
+
     def decode_tokens_left(self) -> int:
         """Tokens the decoders have still to write, all told (each writes one a step until
         its context reaches prompt + output)."""
@@ -84,6 +90,10 @@ class SchedulerView(Protocol):
 
     def held_blocks(self, rid: int) -> int:
         """Blocks running request `rid` holds: what preempting it frees."""
+        ...
+
+    def decoders(self) -> list[int]:
+        """The decoding requests, in no particular order."""
         ...
 
     def latest_decoders(self) -> Iterator[int]:

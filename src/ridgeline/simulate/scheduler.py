@@ -153,7 +153,6 @@ class SglangPolicy:
     refuse a request whose prompt and max_new_tokens fill the whole pool."""
 
     requeue_at_head = False  # a retracted request rejoins the queue at its tail
-    queue_waits_for_finish = False  # the ratio falls at every decode step: the head may fit at any
 
     def __init__(self) -> None:
         self.ratio_set = INIT_NEW_TOKEN_RATIO  # new_token_ratio as last set, ...
@@ -161,8 +160,9 @@ class SglangPolicy:
         self.left_waiting = False  # whether the last plan left a request in the queue
         self.long: set[int] = set()  # admitted requests that may write more than the clip
 
-    def new_token_ratio(self, view: SchedulerView) -> float:
-        fallen = NEW_TOKEN_RATIO_DECAY * max(0, view.step - self.set_at)
+    def new_token_ratio(self, step: int) -> float:
+        """The ratio as the step at this step counter starts."""
+        fallen = NEW_TOKEN_RATIO_DECAY * max(0, step - self.set_at)
         return max(self.ratio_set - fallen, MIN_NEW_TOKEN_RATIO)
 
     def reserved(self, view: SchedulerView) -> float:
@@ -176,7 +176,7 @@ class SglangPolicy:
             elif r.state[rid] == DECODE:
                 to_write = r.prompt[rid] + r.output[rid] - (view.step - r.base[rid])
                 left -= max(0, to_write - CLIP_MAX_NEW_TOKENS)
-        return self.new_token_ratio(view) * left
+        return self.new_token_ratio(view.step) * left
 
     def schedule(self, view: SchedulerView) -> StepPlan:
         if not (view.n_decoding or view.prefilling or self.left_waiting):  # it idled
@@ -188,6 +188,33 @@ class SglangPolicy:
         retract = self.retract(view) if view.decode_blocks() > view.free_blocks else []
         self.left_waiting = bool(view.waiting or retract)
         return retract, (), True
+
+    def quiet_steps(self, view: SchedulerView, most: int) -> int:
+        """Decode-only steps that may run, from the one about to, before the queue's head
+        could be admitted: the first k < `most` at whose start it would pass the reserve,
+        the decoders k tokens further on, their blocks taken and the ratio fallen k steps;
+        else `most` (a full --max-running-requests, or blocks too few, which only shrink,
+        wait for a finish). A decoder whose reserve is clipped: 1, ask at every step."""
+        if view.n_decoding + len(view.prefilling) >= view.max_num_seqs:
+            return most
+        r = view.reqs
+        if any(r.state[rid] == DECODE for rid in self.long):
+            return 1
+        rid = view.waiting[0]
+        bs, c = view.block_tokens, r.computed[rid]
+        n = r.target[rid] - c
+        need = n + min(r.output[rid] + 1, CLIP_MAX_NEW_TOKENS)
+        whole = n <= view.max_num_batched_tokens
+        left, decoders = view.decode_tokens_left(), view.n_decoding
+        for k in range(1, most):
+            free = view.free_blocks - view.blocks_over(1, k)  # as the step at k starts
+            fit = free * bs + r.shared[rid] - c
+            if (n > fit) if whole else (fit <= 0):
+                return most
+            ratio = self.new_token_ratio(view.step + k)
+            if need < free * bs - ratio * (left - decoders * k):
+                return k
+        return most
 
     def prefill_batch(self, view: SchedulerView) -> tuple[list[Chunk], int]:
         """The chunks of the next prefill batch, and how many waiting requests it admits."""
@@ -247,8 +274,10 @@ class SglangPolicy:
         def written(rid: int) -> int:  # output tokens so far: the prefill's and one a step
             return step - r.base[rid] - r.prompt[rid] + 1
 
-        kept = list(view.latest_decoders())[::-1]  # the batch in admission order
-        kept.sort(key=lambda rid: (written(rid), -r.prompt[rid]), reverse=True)
+        # SGLang's order, its batch's (admission) order among equals: the last leaves first
+        kept = sorted(
+            view.decoders(), key=lambda rid: (written(rid), -r.prompt[rid], -r.seq[rid]), reverse=True
+        )
         need, free = view.decode_blocks(), view.free_blocks
         retract: list[int] = []
         while len(kept) > 1:
