@@ -206,8 +206,12 @@ class SglangPolicy:
         need = n + min(r.output[rid] + 1, CLIP_MAX_NEW_TOKENS)
         whole = n <= view.max_num_batched_tokens
         left, decoders = view.decode_tokens_left(), view.n_decoding
+        free = view.free_blocks  # as the step at k starts: fewer by the blocks of steps 1 .. k-1
+        if need >= free * bs - MIN_NEW_TOKEN_RATIO * (left - decoders * (most - 1)):
+            return most  # not even the most room the run could leave
         for k in range(1, most):
-            free = view.free_blocks - view.blocks_over(1, k)  # as the step at k starts
+            if k > 1:
+                free -= view.blocks_over(k - 1, k)
             fit = free * bs + r.shared[rid] - c
             if (n > fit) if whole else (fit <= 0):
                 return most
