@@ -95,10 +95,7 @@ def beyond() -> None:
 
     rows = corpus.rows()
     template = next(r for r in rows if r.id == BEYOND_TEMPLATE)
-    held = set()
-    for r in rows:
-        if r.group == BEYOND_GROUP:
-            held.add((r.model, r.gpu, r.tp, r.input, r.output))
+    held = {(r.model, r.gpu, r.tp, r.input, r.output) for r in rows if r.group == BEYOND_GROUP}
     fitted = builtin_engines()[template.engine]
     fold = report.fold_profile(fitted, report.folds()[template.engine][BEYOND_GROUP])
     errors, held_errors = [], []

@@ -6,11 +6,23 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
+
+
+def price_s(m: Any, seqs: list[tuple[int, int]], sampled: int) -> float:
+    """The core's price of one step on deployment `m` whose sequences each add `new` tokens
+    after `context` (global attention: one window group)."""
+    from ridgeline import step
+    from ridgeline.ledger import Pass, attended_pairs
+
+    new_tokens = sum(new for new, _ in seqs)
+    pairs = sum(attended_pairs(new, c) for new, c in seqs)
+    return float(step.price(m, Pass(new_tokens, (pairs,), (float(sum(c for _, c in seqs)),), sampled)).time_s)
 
 
 def ctrl_c_delivered() -> None:

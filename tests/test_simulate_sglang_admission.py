@@ -15,9 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ridgeline import step
+from conftest import price_s
 from ridgeline.deployment import Deployment
-from ridgeline.ledger import Pass, attended_pairs
 from ridgeline.simulate import scheduler
 from ridgeline.simulate.engine import Engine, EngineConfig
 from ridgeline.simulate.kvcache import KvCache
@@ -34,13 +33,6 @@ DECAY = (0.7 - 0.7 * 0.14) / 600  # SGLang's new_token_ratio decay per decode st
 @pytest.fixture(scope="module")
 def m() -> Deployment:
     return Deployment.build("llama-3.1-8b", "h100-sxm", engine="sglang")
-
-
-def price_s(m: Deployment, seqs: list[tuple[int, int]], sampled: int) -> float:
-    """The core's price of one step whose sequences each add `new` tokens after `context`."""
-    new_tokens = sum(new for new, _ in seqs)
-    pairs = sum(attended_pairs(new, c) for new, c in seqs)
-    return float(step.price(m, Pass(new_tokens, (pairs,), (float(sum(c for _, c in seqs)),), sampled)).time_s)
 
 
 def engine(m: Deployment, blocks: int, requests: list[tuple[float, int, int]], policy: str) -> Engine:

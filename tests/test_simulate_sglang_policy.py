@@ -8,10 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ridgeline import step
+from conftest import price_s
 from ridgeline.deployment import Deployment
 from ridgeline.engines import get_engine
-from ridgeline.ledger import Pass, attended_pairs
 from ridgeline.simulate import EngineConfig, Lengths, Trace, Workload, simulate
 from ridgeline.simulate.run import Result
 
@@ -23,21 +22,6 @@ def m() -> Deployment:
     """Llama 3.1 8B on an H100 under SGLang's profile: its rates and per-step costs, and a
     lm_head only for the tokens a step samples."""
     return Deployment.build("llama-3.1-8b", "h100-sxm", engine="sglang")
-
-
-def price_s(m: Deployment, seqs: list[tuple[int, int]], sampled: int) -> float:
-    """The core's price of one step whose sequences each add `new` tokens after `context`."""
-    return float(
-        step.price(
-            m,
-            Pass(
-                sum(new for new, _ in seqs),
-                (sum(attended_pairs(new, c) for new, c in seqs),),
-                (float(sum(c for _, c in seqs)),),
-                sampled,
-            ),
-        ).time_s
-    )
 
 
 def decode_s(m: Deployment, *contexts: int) -> float:

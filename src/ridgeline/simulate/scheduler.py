@@ -125,6 +125,11 @@ RETRACT_DECODE_STEPS = 20  # a retraction leaves room for this many steps of the
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION: one request's reserve at most
 
 
+def max_new_reserved(output: int) -> int:
+    """What SGLang reserves for a request's max_new_tokens (the output + 1 tokens it emits)."""
+    return min(output + 1, CLIP_MAX_NEW_TOKENS)
+
+
 class SglangPolicy:
     """SGLang's default scheduler (managers/scheduler.py, get_next_batch_to_run, with
     --enable-mixed-chunk off): a step is either a prefill ("extend") batch or a decode step,
@@ -165,9 +170,8 @@ class SglangPolicy:
         fallen = NEW_TOKEN_RATIO_DECAY * max(0, step - self.set_at)
         return max(self.ratio_set - fallen, MIN_NEW_TOKEN_RATIO)
 
-    def reserved(self, view: SchedulerView) -> float:
-        """Tokens held back for the decoders: the ratio times what each has still to write,
-        clipped at CLIP_MAX_NEW_TOKENS."""
+    def to_write(self, view: SchedulerView) -> int:
+        """The decoders' tokens still to write, each clipped at CLIP_MAX_NEW_TOKENS."""
         left = view.decode_tokens_left()
         r = view.reqs
         for rid in list(self.long):
@@ -176,7 +180,12 @@ class SglangPolicy:
             elif r.state[rid] == DECODE:
                 to_write = r.prompt[rid] + r.output[rid] - (view.step - r.base[rid])
                 left -= max(0, to_write - CLIP_MAX_NEW_TOKENS)
-        return self.new_token_ratio(view.step) * left
+        return left
+
+    def room(self, free_blocks: int, block_tokens: int, step: int, to_write: float) -> float:
+        """rem_total_tokens: the KV tokens free less the ratio at this step times the
+        decoders' tokens still to write."""
+        return free_blocks * block_tokens - self.new_token_ratio(step) * to_write
 
     def schedule(self, view: SchedulerView) -> StepPlan:
         if not (view.n_decoding or view.prefilling or self.left_waiting):  # it idled
@@ -203,9 +212,9 @@ class SglangPolicy:
         rid = view.waiting[0]
         bs, c = view.block_tokens, r.computed[rid]
         n = r.target[rid] - c
-        need = n + min(r.output[rid] + 1, CLIP_MAX_NEW_TOKENS)
+        need = n + max_new_reserved(r.output[rid])
         whole = n <= view.max_num_batched_tokens
-        left, decoders = view.decode_tokens_left(), view.n_decoding
+        left, decoders = self.to_write(view), view.n_decoding
         free = view.free_blocks  # as the step at k starts: fewer by the blocks of steps 1 .. k-1
         if need >= free * bs - MIN_NEW_TOKEN_RATIO * (left - decoders * (most - 1)):
             return most  # not even the most room the run could leave
@@ -215,8 +224,7 @@ class SglangPolicy:
             fit = free * bs + r.shared[rid] - c
             if (n > fit) if whole else (fit <= 0):
                 return most
-            ratio = self.new_token_ratio(view.step + k)
-            if need < free * bs - ratio * (left - decoders * k):
+            if need < self.room(free, bs, view.step + k, left - decoders * k):
                 return k
         return most
 
@@ -227,7 +235,7 @@ class SglangPolicy:
         r = view.reqs
         bs = view.block_tokens
         free = view.free_blocks
-        room = free * bs - self.reserved(view)  # rem_total_tokens
+        room = self.room(free, bs, view.step, self.to_write(view))
         budget = view.max_num_batched_tokens
         computed, target, held, shared = r.computed, r.target, r.held, r.shared
         chunks: list[Chunk] = []
@@ -237,7 +245,7 @@ class SglangPolicy:
             if n <= 0:
                 continue
             free -= -(-(c + n - shared[rid]) // bs) - held[rid]
-            room -= n + (min(r.output[rid] + 1, CLIP_MAX_NEW_TOKENS) if c + n == target[rid] else 0)
+            room -= n + (max_new_reserved(r.output[rid]) if c + n == target[rid] else 0)
             budget -= n
             chunks.append((rid, n, c))
         running = view.n_decoding + len(view.prefilling)
@@ -248,7 +256,7 @@ class SglangPolicy:
                 break
             c = computed[rid]
             n = target[rid] - c
-            new = min(r.output[rid] + 1, CLIP_MAX_NEW_TOKENS)  # max_new_tokens, reserved whole
+            new = max_new_reserved(r.output[rid])  # reserved whole
             if n + new >= room and not (idle and not chunks):
                 break
             whole = n <= budget
