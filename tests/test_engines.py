@@ -131,7 +131,8 @@ def test_a_decode_step_is_its_bytes_at_the_profiles_bandwidth_plus_its_overhead(
     step = out["decode"]  # the first decode step: 2,001 tokens of context
     weights_s = (PARAMS_8B - EMBEDDING_8B) * 2 / (H100_SXM_BANDWIDTH * p.weights["w16"])
     kv_s = 2001 * KV_BYTES_PER_TOKEN_8B / (H100_SXM_BANDWIDTH * p.kv)
-    overhead_s = p.fixed_s + p.per_layer_s * LAYERS_8B + p.per_sequence_s
+    assert p.graph_max_seqs >= 1  # one sequence's decode step is replayed as a CUDA graph
+    overhead_s = p.fixed_s + p.per_layer_s * LAYERS_8B * p.graph + p.per_sequence_s
     assert step["bound"] == "memory"
     assert step["time_s"] == pytest.approx(weights_s + kv_s + overhead_s, rel=2e-3)
 
@@ -164,12 +165,80 @@ def test_a_large_batchs_step_takes_the_matmuls_roofline_then_attentions(
 
 def test_tensor_parallelism_scales_the_step_overhead_by_its_log(capsys: pytest.CaptureFixture[str]) -> None:
     p = engines()["vllm"]
-    base = p.fixed_s + p.per_layer_s * LAYERS_8B
+    base = p.fixed_s + p.per_layer_s * LAYERS_8B * p.graph  # a decode step of one: a CUDA graph
     for tp in (1, 2, 4):
         out = run_json(capsys, "estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
                        "--tp", str(tp), "--engine", "vllm")  # fmt: skip
         expected = base * (1 + p.tp_scale * math.log2(tp)) + p.per_sequence_s
         assert out["decode"]["overhead_s"] == pytest.approx(expected, rel=1e-9)
+
+
+GRAPHED = PERFECT + (
+    "overhead = { fixed_s = 0.001, per_layer_s = 1e-04, per_sequence_s = 1e-05, graph = 0.25, "
+    "graph_max_seqs = 64 }\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "batch", "overhead_s"),
+    [  # 8B's 32 layers at 100 us each: 3.2 ms launched kernel by kernel, 0.8 ms as a graph
+        (1, 1, 0.001 + 0.0008 + 1e-05),  # a decode step of one sequence: captured
+        (1, 64, 0.001 + 0.0008 + 64e-05),  # the largest captured batch
+        (1, 65, 0.001 + 0.0032 + 65e-05),  # one more: launched kernel by kernel
+        (100, 1, 0.001 + 0.0032 + 1e-05),  # a prefill is never captured
+        (100, 4, 0.001 + 0.0032 + 4e-05),
+    ],
+)
+def test_a_decode_step_replayed_as_a_cuda_graph_pays_a_share_of_the_per_layer_cost(
+    tmp_path: Path, tokens: int, batch: int, overhead_s: float
+) -> None:
+    from ridgeline.deployment import Deployment
+    from ridgeline.step import pass_step
+
+    d = Deployment.build("llama-3.1-8b", "h100-sxm", engine=write_profile(tmp_path, GRAPHED))
+    assert float(pass_step(d, tokens, 500, batch).overhead_s) == pytest.approx(overhead_s, rel=1e-12)
+
+
+def test_a_sweep_prices_captured_and_launched_steps_as_one_step_at_a_time(tmp_path: Path) -> None:
+    import numpy as np
+
+    from ridgeline.deployment import Deployment
+    from ridgeline.step import decode_step
+
+    d = Deployment.build("llama-3.1-8b", "h100-sxm", engine=write_profile(tmp_path, GRAPHED))
+    batches = np.array([1, 8, 64, 65, 512])
+    swept = decode_step(d, 1000, batches)
+    for i, b in enumerate(batches):
+        one = decode_step(d, 1000, int(b))
+        assert float(swept.overhead_s[i]) == pytest.approx(float(one.overhead_s), rel=1e-12)
+        assert float(swept.time_s[i]) == pytest.approx(float(one.time_s), rel=1e-12)
+
+
+def test_the_simulators_step_prices_captured_and_launched_steps_as_the_core(tmp_path: Path) -> None:
+    """The simulator reads a step's price off a few core calls per token count (steptime.py):
+    a decode-only step is captured, a step that carries a prefill chunk is not, whatever its
+    token count, and the affine reading must say so exactly."""
+    from ridgeline.deployment import Deployment
+    from ridgeline.simulate.steptime import StepModel
+
+    d = Deployment.build("llama-3.1-8b", "h100-sxm", engine=write_profile(tmp_path, GRAPHED))
+    model = StepModel(d)
+    assert model.exact
+    for tokens, sampled in ((3, 3), (64, 64), (65, 65), (67, 3), (64, 2), (2048, 1), (1, 1)):
+        pairs, cached = [1234.5 * tokens], [987.0 * tokens]
+        want = float(model.core(tokens, pairs, cached, sampled).time_s)
+        assert model.time_s(tokens, pairs, cached, sampled) == pytest.approx(want, rel=1e-12, abs=0.0)
+
+
+def test_a_profiles_cuda_graphs_round_trip_through_its_toml(tmp_path: Path) -> None:
+    from ridgeline.engines import get_engine, profile_to_toml
+
+    p = get_engine(write_profile(tmp_path, GRAPHED))
+    assert (p.graph, p.graph_max_seqs) == (0.25, 64)
+    again = get_engine(write_profile(tmp_path, profile_to_toml(p), "again.toml"))
+    assert (again.graph, again.graph_max_seqs) == (0.25, 64)
+    plain = get_engine(write_profile(tmp_path, PERFECT, "plain.toml"))
+    assert (plain.graph, plain.graph_max_seqs) == (1.0, 0)  # no graphs unless a profile says
 
 
 def test_every_built_in_engine_is_slower_than_the_roofline(capsys: pytest.CaptureFixture[str]) -> None:
@@ -211,6 +280,8 @@ def test_a_perfect_engine_from_a_file_is_the_ideal_roofline_of_what_an_engine_ru
         (PERFECT + "scheduler = { small_max_num_seqs = 0 }\n", "scheduler.small_max_num_seqs"),
         (PERFECT + "scheduler = { large_from_memory_gib = -1.0 }\n", "scheduler.large_from_memory_gib"),
         (PERFECT + "scheduler = { large_max_num_seqs = 0 }\n", "scheduler.large_max_num_seqs"),
+        (PERFECT + "overhead = { graph = 0.0 }\n", "overhead.graph"),
+        (PERFECT + "overhead = { graph_max_seqs = -1 }\n", "overhead.graph_max_seqs"),
     ],
 )
 def test_a_bad_profile_is_one_line_and_status_2(

@@ -348,7 +348,7 @@ def launch_row(engine: str, **extra: Any) -> dict[str, Any]:
                   "--max-num-batched-tokens 4096", "--kv-cache-dtype fp8", "--quantization fp8"]),
         ("sglang", ["python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B", "--tp-size 2",
                     "--max-running-requests 128", "--chunked-prefill-size 4096", "--kv-cache-dtype fp8_e4m3",
-                    "--quantization fp8"]),
+                    "--quantization fp8", "--cuda-graph-max-bs 128"]),
         ("trtllm", ["trtllm-serve meta-llama/Llama-3.1-8B", "--tp_size 2", "--max_batch_size 128",
                     "--max_num_tokens 4096", "--extra_llm_api_options"]),
         ("llamacpp", ["llama-server -m meta-llama/Llama-3.1-8B", "--parallel 128", "--batch-size 4096",
@@ -368,6 +368,11 @@ def test_each_engine_gets_its_own_launch_command(engine: str, expected: list[str
     if engine == "trtllm":
         assert "GUARANTEED_NO_EVICT" in found.files["extra-llm-api-options.yaml"]
         assert "dtype: fp8" in found.files["extra-llm-api-options.yaml"]
+        # every decode batch up to the 128 sequences is captured, as the profile priced them
+        assert (
+            "cuda_graph_config:\n  enable_padding: true\n  max_batch_size: 128"
+            in found.files["extra-llm-api-options.yaml"]
+        )
 
 
 def test_a_catalogue_name_in_a_launch_command_is_an_assumption() -> None:

@@ -100,16 +100,21 @@ def test_the_search_for_a_runs_length_returns_the_sum_it_found() -> None:
 
 def test_the_sampled_slope_is_the_core_difference_per_sampled_token() -> None:
     """(compute_s, overhead_s) per token sampled beyond a step of T tokens' own T, read off
-    two direct core calls."""
+    two direct core calls of steps that are not decode-only, and the launches such a step
+    pays that a decode step of T sequences replayed as a CUDA graph does not: the per-layer
+    cost less its graph share, scaled for TP, up to the largest captured batch and none past it."""
     m = Deployment.build("llama-3.1-70b", "h100-sxm", tp=4, engine="vllm")
+    p = m.engine
+    assert p is not None and p.graph < 1.0 and p.graph_max_seqs == 512
     model = StepModel(m)
     zeros = (0.0,) * len(model.groups)
-    for tokens in (1, 300, 2257):
-        base = step.price(m, ledger.Pass(tokens, zeros, zeros, tokens))
-        more = step.price(m, ledger.Pass(tokens, zeros, zeros, tokens + PROBE))
-        want = (
-            (float(more.compute_s) - float(base.compute_s)) / PROBE,
-            (float(more.overhead_s) - float(base.overhead_s)) / PROBE,
-        )
-        assert model.sampled_at(tokens) == want
-        assert not math.isnan(want[0])
+    launches = p.per_layer_s * 80 * (1.0 - p.graph) * (1.0 + p.tp_scale * math.log2(4))  # 80 layers
+    for tokens in (1, 300, 512, 513, 2257):
+        one = step.price(m, ledger.Pass(tokens, zeros, zeros, tokens + 1))
+        more = step.price(m, ledger.Pass(tokens, zeros, zeros, tokens + 1 + PROBE))
+        per_c, per_f, extra = model.sampled_at(tokens)
+        assert per_c == (float(more.compute_s) - float(one.compute_s)) / PROBE
+        assert per_f == (float(more.overhead_s) - float(one.overhead_s)) / PROBE
+        assert per_f == pytest.approx(p.per_sequence_s, rel=1e-6)
+        assert extra == pytest.approx(launches if tokens <= 512 else 0.0, rel=1e-6, abs=1e-12)
+        assert not math.isnan(per_c)

@@ -26,8 +26,12 @@ and falls short of the roofline for reasons each of which has a physical term he
                        (a vendor's software stack reaches its own share of the data sheet's
                        FLOP/s, vendor, and of its bandwidth, vendor_memory: the same as vendor
                        unless a profile says otherwise)
-    step overhead    = (fixed + per_layer x layers) x (1 + tp_scale x log2 tp)
+    step overhead    = (fixed + per_layer x layers x g) x (1 + tp_scale x log2 tp)
                        + per_sequence x sequences sampled             (launches, scheduling, sampling)
+                       g = graph for a decode-only step of at most graph_max_seqs sequences
+                       (the engine replays it as a captured CUDA graph: its kernels run
+                       without a launch each), else 1 (a prefill or mixed step launches
+                       kernel by kernel)
     a collective     = latency[link] + bytes / (link bandwidth x link_efficiency)
     first token      = + first_token_s                                (HTTP, tokenization, queueing)
     the server       = requests x request_s + prompt tokens x prompt_token_s
@@ -54,6 +58,7 @@ from typing import Any, Protocol
 
 from ridgeline import _files
 from ridgeline._num import Num
+from ridgeline._num import where as select
 from ridgeline.architecture import Architecture
 from ridgeline.checks import check_number
 from ridgeline.efficiency import Rates
@@ -156,6 +161,7 @@ class Reach:
     step_overhead_s: float
     collective_latency_s: float
     link_bytes_per_s: float
+    graph_overhead_s: float  # step_overhead_s of a decode step replayed as a CUDA graph
 
 
 @dataclass(frozen=True)
@@ -185,6 +191,8 @@ class EngineProfile:
     prompt_token_s: float = 0.0  # per prompt token (template, tokenise)
     stream_token_s: float = 0.0  # and per streamed token (detokenise, format, send)
     sinks: float = 1.0  # attention with sinks against attention without (its kernels)
+    graph: float = 1.0  # the share of the per-layer cost a decode step captured as a CUDA graph pays
+    graph_max_seqs: int = 0  # the largest decode batch the engine captures (0: none)
     runs_on: tuple[str, ...] = ()  # the accelerator vendors it supports; empty: any
     uncertainty: dict[str, tuple[float, float]] = field(default_factory=dict)  # regime -> (p10, p90)
     source: str = ""
@@ -235,12 +243,14 @@ class EngineProfile:
         dtype (int4 weights into fp16 maths); 1 when weights and maths are as wide."""
         return self.dequant.get(fmt, 1.0) if FORMAT_BITS[fmt] < BITS[maths] else 1.0
 
-    def step_overhead_s(self, d: Deployed, sequences: Num) -> Num:
-        return self._fixed_overhead_s(d) + self.per_sequence_s * sequences
-
-    def _fixed_overhead_s(self, d: Deployed) -> float:
+    def _fixed_overhead_s(self, d: Deployed, per_layer_share: float = 1.0) -> float:
         scale = 1.0 + self.tp_scale * math.log2(d.par.tp)
-        return (self.fixed_s + self.per_layer_s * d.arch.layers) * scale
+        return (self.fixed_s + self.per_layer_s * d.arch.layers * per_layer_share) * scale
+
+    def captured(self, tokens: Num, sequences: Num) -> Num:
+        """Whether the engine replays this pass as a CUDA graph: a decode-only step (one new
+        token a sequence) of at most graph_max_seqs sequences."""
+        return (tokens == sequences) & (sequences <= self.graph_max_seqs)
 
     def reach(self, d: Deployed) -> Reach:
         """This profile's rates on `d` before a pass's size enters (a deployment keeps its
@@ -258,6 +268,7 @@ class EngineProfile:
             step_overhead_s=self._fixed_overhead_s(d),
             collective_latency_s=self.latency_s(d.hw.link_kind),
             link_bytes_per_s=d.hw.interconnect_bytes_per_s * self.link_efficiency,
+            graph_overhead_s=self._fixed_overhead_s(d, self.graph),
         )
 
     def rates(self, d: Deployed, tokens: Num, sequences: Num = 1) -> Rates:
@@ -271,12 +282,18 @@ class EngineProfile:
             attention_flops_per_s=r.attention_flops_per_s,
             weight_bytes_per_s=r.weight_bytes_per_s,
             kv_bytes_per_s=r.kv_bytes_per_s,
-            overhead_s=r.step_overhead_s + self.per_sequence_s * sequences,
+            overhead_s=self._launches_s(r, tokens, sequences) + self.per_sequence_s * sequences,
             collective_latency_s=r.collective_latency_s,
             link_bytes_per_s=r.link_bytes_per_s,
             expert_flops_per_s=self._small_m(r.expert_flops_per_s, routed) if a.is_moe else gemm,
             apart=True,
         )
+
+    def _launches_s(self, r: Reach, tokens: Num, sequences: Num) -> Num:
+        """The step's overhead but for its sequences: smaller for a step replayed as a graph."""
+        if not self.graph_max_seqs or r.graph_overhead_s == r.step_overhead_s:
+            return r.step_overhead_s
+        return select(self.captured(tokens, sequences), r.graph_overhead_s, r.step_overhead_s)
 
     def _small_m(self, flops_per_s: Num, m: Num) -> Num:
         """A matmul of M rows reaches M / (M + half_m) of a large one's rate."""
@@ -325,7 +342,7 @@ def _table(where: str, entry: dict[str, Any], key: str) -> dict[str, Any]:
     return value
 
 
-_SEQS, _TOKENS = (1, 1 << 20), (1, 1 << 24)
+_SEQS, _TOKENS, _GRAPHS = (1, 1 << 20), (1, 1 << 24), (0, 1 << 20)
 
 
 _COUNTS = {
@@ -425,6 +442,8 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         request_s=_num(w, "overhead.request_s", overhead.get("request_s", 0.0), _SECONDS),
         prompt_token_s=_num(w, "overhead.prompt_token_s", overhead.get("prompt_token_s", 0.0), _SECONDS),
         stream_token_s=_num(w, "overhead.stream_token_s", overhead.get("stream_token_s", 0.0), _SECONDS),
+        graph=_num(w, "overhead.graph", overhead.get("graph", 1.0), (1e-4, 1.0)),
+        graph_max_seqs=int(_num(w, "overhead.graph_max_seqs", overhead.get("graph_max_seqs", 0), _GRAPHS)),
         collective_latency_s=latency,
         link_efficiency=_num(
             w, "collective.link_efficiency", collective.get("link_efficiency", 1.0), _FRACTION
@@ -512,6 +531,7 @@ def profile_to_toml(p: EngineProfile) -> str:
                 "request_s": p.request_s,
                 "prompt_token_s": p.prompt_token_s,
                 "stream_token_s": p.stream_token_s,
+                **({"graph": p.graph, "graph_max_seqs": p.graph_max_seqs} if p.graph_max_seqs else {}),
             }
         ),
         "collective = " + table({"latency_s": p.collective_latency_s, "link_efficiency": p.link_efficiency}),

@@ -73,6 +73,7 @@ class Row:
     http: bool
     per_gpu: bool
     lengths: str  # how the requests' lengths spread around the means (fixed when empty)
+    graphs: int | None  # the largest decode batch the run captured as a CUDA graph (None: the profile's)
     measured: float
     unit: str
 
@@ -114,6 +115,7 @@ def rows() -> tuple[Row, ...]:
                 http=bool(r["http"]),
                 per_gpu=bool(r["per_gpu"]),
                 lengths=r["lengths"] or "fixed",
+                graphs=int(r["graphs"]) if r["graphs"] else None,
                 measured=float(r["measured"]),
                 unit=r["unit"],
             )
@@ -130,6 +132,8 @@ MIXED = {
 
 
 def deployment(row: Row, profile: EngineProfile | None) -> Deployment:
+    if profile is not None and row.graphs is not None:  # the run captured other graphs than the profile's
+        profile = replace(profile, graph_max_seqs=row.graphs)
     arch = get_model(row.model)
     weights = row.weights
     if weights in MIXED:

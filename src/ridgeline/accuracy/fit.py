@@ -17,7 +17,8 @@ taken only where a row depends on a parameter (a row on an NVIDIA part never mov
 AMD factor), clipped to the bounds.
 
 Cross-validation leaves one *source* out at a time: the fit is redone without that
-source's rows (one Gauss-Newton solve from the full fit, on the full fit's Jacobian), and
+source's rows (one Gauss-Newton solve from the full fit, on the full fit's Jacobian; with
+`fold_steps` > 1, that many, each on the fold's own Jacobian), and
 the source's rows are predicted, with the full model, from that fold's parameters. The
 error bands of a profile are the p10 and p90 of those held-out measured/predicted ratios.
 """
@@ -77,6 +78,11 @@ def _served(r: Row, d: Any) -> bool:
     return r.http and r.kind.startswith("offline")
 
 
+def _graphed(r: Row, d: Any) -> bool:
+    """A row with decode steps, on an engine that replays them as CUDA graphs."""
+    return d.engine.graph_max_seqs > 0 and r.kind not in ("ttft", "pp")
+
+
 def _multi(link: str) -> Callable[[Row, Any], bool]:
     return lambda r, d: r.tp > 1 and d.hw.link_kind == link
 
@@ -107,6 +113,8 @@ PARAMS = (
     Param("per_layer_s", 1e-7, 1e-3, 1.0, _always, "cost of a step per layer"),
     Param("per_sequence_s", 1e-8, 1e-3, 1.0, lambda r, d: r.batch > 1 or r.regime == "load", "per sequence"),
     Param("tp_scale", 1e-3, 2.0, 1.0, lambda r, d: r.tp > 1, "growth of the step's cost per doubling of TP"),
+    # a captured CUDA graph runs a decode step's kernels without launching each: a wide prior
+    Param("graph", 0.02, 1.0, 0.7, _graphed, "a decode step replayed as a CUDA graph, of the per-layer cost"),
     Param("first_token_s", 1e-4, 0.5, 1.0, lambda r, d: r.http and r.kind in ("ttft", "ttft_load"), "HTTP"),
     # a server's own costs differ by an order of magnitude between designs (C++, Python,
     # detokenising in its main process or in workers): wide priors
@@ -169,11 +177,19 @@ def residuals(pb: Problem, x: Sequence[float], rows: Sequence[int] | None = None
     return [math.log(corpus.predict(pb.rows[i], profile) / pb.rows[i].measured) for i in idx]
 
 
-def jacobian(pb: Problem, x: Sequence[float], base: Sequence[float], step: float = 0.05) -> list[list[float]]:
-    """d log(pred) / d log(theta), row by row, only where the row depends on a parameter."""
+def jacobian(
+    pb: Problem,
+    x: Sequence[float],
+    base: Sequence[float],
+    step: float = 0.05,
+    among: Sequence[int] | None = None,
+) -> list[list[float]]:
+    """d log(pred) / d log(theta), row by row (of `among`, all by default), only where the
+    row depends on a parameter."""
     jac = [[0.0] * len(pb.params) for _ in pb.rows]
+    which = range(len(pb.rows)) if among is None else among
     for j in range(len(pb.params)):
-        rows = [i for i in range(len(pb.rows)) if pb.uses[i][j]]
+        rows = [i for i in which if pb.uses[i][j]]
         if not rows:
             continue
         moved = list(x)
@@ -229,7 +245,13 @@ class Fit:
         return with_values(self.problem.prior, self.problem.params, self.fold_x[group])
 
 
-def fit(prior: EngineProfile, rows: Sequence[Row], iterations: int = 4, progress: Any = None) -> Fit:
+def fit(
+    prior: EngineProfile,
+    rows: Sequence[Row],
+    iterations: int = 4,
+    progress: Any = None,
+    fold_steps: int = 1,
+) -> Fit:
     pb = problem(prior, rows)
     x = prior_x(pb)
     res = residuals(pb, x)
@@ -247,10 +269,29 @@ def fit(prior: EngineProfile, rows: Sequence[Row], iterations: int = 4, progress
     for group in sorted({r.group for r in rows}):
         keep = [i for i, r in enumerate(rows) if r.group != group]
         out = [i for i, r in enumerate(rows) if r.group == group]
-        folds[group] = solve(pb, x, res, jac, keep) if keep else prior_x(pb)
+        folds[group] = fold(pb, x, res, jac, keep, fold_steps) if keep else prior_x(pb)
         for i, e in zip(out, residuals(pb, folds[group], out), strict=True):
             held[rows[i].id] = e
     return Fit(pb, x, res, jac, held, folds)
+
+
+def fold(
+    pb: Problem,
+    x: Sequence[float],
+    res: Sequence[float],
+    jac: Sequence[Sequence[float]],
+    keep: Sequence[int],
+    steps: int = 1,
+) -> list[float]:
+    """The fit without a source's rows: one Gauss-Newton step from the full fit on its
+    Jacobian, then `steps - 1` more, each on the kept rows' own residuals and Jacobian."""
+    xf = solve(pb, x, res, jac, keep)
+    for _ in range(steps - 1):
+        now = list(res)
+        for i, r in zip(keep, residuals(pb, xf, keep), strict=True):
+            now[i] = r
+        xf = solve(pb, xf, now, jacobian(pb, xf, now, among=keep), keep)
+    return xf
 
 
 def time_ratio(row: Row, log_error: float) -> float:

@@ -2,7 +2,8 @@
 sglang.launch_server`, `trtllm-serve` or `llama-server`, one replica of it.
 
 Every flag carries a number the simulation used (TP, PP, EP, the sequence limit, the token
-budget, the KV dtype, the memory share); what the engine reads another way (a checkpoint's
+budget, the KV dtype, the memory share, the largest decode batch replayed as a CUDA graph
+where the engine's default differs by version or GPU); what the engine reads another way (a checkpoint's
 own quantization, a KV dtype it lacks, memory counted differently) is said in
 `assumptions`, never guessed silently. Replicas are separate servers behind a round-robin
 load balancer, as the simulation routed them.
@@ -75,6 +76,7 @@ def launch(
     tp, pp, ep = int(row["tp"]), int(row["pp"]), int(row["ep"])
     seqs, budget = int(row["max_num_seqs"]), int(row["max_num_batched_tokens"])
     weights, maths, kv = str(row["weights"]), str(row["maths"]), str(row["kv_dtype"])
+    graphs = min(seqs, d.engine.graph_max_seqs) if d.engine is not None else 0  # decode batches captured
     if engine == "vllm":
         argv = ["vllm", "serve", model_argument(model, notes), "--tensor-parallel-size", str(tp)]
         if pp > 1:
@@ -96,6 +98,8 @@ def launch(
             argv += ["--ep-size", str(ep)]
         argv += ["--max-running-requests", str(seqs), "--chunked-prefill-size", str(budget)]
         argv += ["--mem-fraction-static", f"{utilization:g}"]
+        if graphs:
+            argv += ["--cuda-graph-max-bs", str(graphs)]
         if str(row["policy"]) != "sglang":  # the sglang policy's prefill steps run no decodes, as SGLang's
             notes.append(
                 "SGLang's --chunked-prefill-size bounds a step's prefill tokens; ridgeline's budget "
@@ -114,6 +118,8 @@ def launch(
         ]
         options = ["scheduler_config:", f"  capacity_scheduler_policy: {trtllm_policy(str(row['policy']))}"]
         options += ["enable_chunked_prefill: true"]
+        if graphs:
+            options += ["cuda_graph_config:", "  enable_padding: true", f"  max_batch_size: {graphs}"]
         if kv in ("fp8", "int8"):
             options += ["kv_cache_config:", "  dtype: fp8"]
             if kv == "int8":

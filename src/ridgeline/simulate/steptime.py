@@ -55,8 +55,8 @@ class StepModel:
             self.cached_s.append((float(self.core(1, zeros, unit).memory_s) - float(base.memory_s)) / PROBE)
         # An engine runs its lm_head, and pays its per-sequence cost, only for the tokens it
         # samples: the T-only part samples every token, a prefill chunk one at most.
-        self.by_sampled: dict[int, tuple[float, float]] = {}
-        self.per_sampled = self.sampled_at(1) != (0.0, 0.0)
+        self.by_sampled: dict[int, tuple[float, float, float]] = {}
+        self.per_sampled = any(self.sampled_at(1))
         # The affine reading holds for the lesson's one roofline a pass; the per-op method's
         # sum of maxima has no such form, so every step goes to the core.
         self.exact = m.method == "lesson" and self._reproduces_core()
@@ -88,18 +88,24 @@ class StepModel:
             self.parts_at[tokens] = (compute_s, weight_s, overhead_s)
         return found
 
-    def sampled_at(self, tokens: int) -> tuple[float, float]:
-        """(compute_s, overhead_s) per token sampled beyond a step of T tokens' own T: the
-        difference from the step that samples all T (at_tokens' core call, kept)."""
+    def sampled_at(self, tokens: int) -> tuple[float, float, float]:
+        """(compute_s, overhead_s) per token sampled beyond a step of T tokens' own T, and what
+        a step of T tokens that is not decode-only adds to the overhead (the launches a
+        decode step replayed as a CUDA graph saves: engines.EngineProfile.captured). The
+        slopes are read between two steps that are not decode-only, the launches from the
+        first of them against at_tokens' core call (kept)."""
         found = self.by_sampled.get(tokens)
         if found is None:
             zeros = [0.0] * len(self.groups)
             self.at_tokens(tokens)
-            compute_s, _, overhead_s = self.parts_at[tokens]
-            more = self.core(tokens, zeros, zeros, tokens + PROBE)
+            overhead_s = self.parts_at[tokens][2]
+            one = self.core(tokens, zeros, zeros, tokens + 1.0)
+            more = self.core(tokens, zeros, zeros, tokens + 1.0 + PROBE)
+            per_f = (float(more.overhead_s) - float(one.overhead_s)) / PROBE
             found = (
-                (float(more.compute_s) - compute_s) / PROBE,
-                (float(more.overhead_s) - overhead_s) / PROBE,
+                (float(more.compute_s) - float(one.compute_s)) / PROBE,
+                per_f,
+                float(one.overhead_s) - overhead_s - per_f,
             )
             self.by_sampled[tokens] = found
         return found
@@ -107,14 +113,17 @@ class StepModel:
     def sampling(self, tokens: int, sampled: float) -> tuple[float, float]:
         """What sampling `sampled` tokens rather than all T adds to (compute_s, fixed_s): the
         lm_head's matmul to the compute line, or, apart from attention, to the matmuls'
-        roofline in the fixed part; the per-sequence cost to the fixed part."""
-        per_c, per_f = self.by_sampled.get(tokens) or self.sampled_at(tokens)
+        roofline in the fixed part; the per-sequence cost, and a step's launches when it
+        is not decode-only, to the fixed part."""
+        per_c, per_f, launches = self.by_sampled.get(tokens) or self.sampled_at(tokens)
         extra = sampled - tokens
+        if not extra:
+            return 0.0, 0.0
         if not self.apart:
-            return per_c * extra, per_f * extra
+            return per_c * extra, per_f * extra + launches
         compute_s, weight_s, _ = self.parts_at[tokens]
         matmuls = max(compute_s + per_c * extra, weight_s) - max(compute_s, weight_s)
-        return 0.0, matmuls + per_f * extra
+        return 0.0, matmuls + per_f * extra + launches
 
     def terms(self, tokens: int, pairs: list[float], cached: list[float]) -> tuple[float, float, float]:
         """(compute_s, memory_s, fixed_s) of a mixed step."""
