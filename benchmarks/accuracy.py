@@ -36,6 +36,9 @@ BEYOND = {
 }
 
 
+FAR = 0.40  # the bound on any one row's error
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", action="store_true", help="print every row")
@@ -86,6 +89,9 @@ def main() -> None:
     print(f"\n{len(checked)} rows in {took:.1f} s; held-out predictions faster than measured: "
           f"{optimistic / len(checked):.0%}; median signed held-out error "
           f"{statistics.median(c.held_out_error for c in checked):+.1%}")  # fmt: skip
+    for name, error in (("held out", "held_out_error"), ("in-sample", "error")):
+        far = [c.row.id for c in checked if abs(getattr(c, error)) > FAR]
+        print(f"rows more than {FAR:.0%} off {name}: {len(far)}" + (f" ({', '.join(far)})" if far else ""))
 
 
 def beyond() -> None:
