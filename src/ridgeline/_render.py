@@ -213,17 +213,21 @@ def sweep(data: dict[str, Any]) -> None:
 def engines(entries: dict[str, dict[str, Any]]) -> None:
     t = Table(show_edge=False)
     name_column(t, entries)
-    for col in ("bf16 GEMM", "fp8 GEMM", "16-bit w", "4-bit w", "step overhead", "policy", "TPOT band"):
+    overhead = "overhead, 32 layers (graph)"
+    for col in ("bf16 GEMM", "fp8 GEMM", "16-bit w", "4-bit w", overhead, "policy", "TPOT band"):
         t.add_column(col, justify="right")
     for name, e in entries.items():
         band = e["uncertainty"].get("decode")
+        launched = f"{(e['fixed_s'] + 32 * e['per_layer_s']) * 1e3:.2f} ms"
+        if e["graph_max_seqs"]:  # a decode step of up to graph_max_seqs sequences
+            launched += f" ({(e['fixed_s'] + 32 * e['per_layer_s'] * e['graph']) * 1e3:.2f} ms)"
         t.add_row(
             name,
             f"{e['gemm'].get('bf16', 0):.0%}",
             f"{e['gemm'].get('fp8', 0):.0%}" if "fp8" in e["gemm"] else "–",
             f"{e['weights']['w16']:.0%}",
             f"{e['weights']['w4']:.0%}",
-            f"{(e['fixed_s'] + 32 * e['per_layer_s']) * 1e3:.2f} ms (32 layers)",
+            launched,
             e["scheduler"]["policy"],
             f"{band[0]:.2f}–{band[1]:.2f}×" if band else "–",
         )
