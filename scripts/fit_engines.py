@@ -26,14 +26,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from ridgeline import _files  # noqa: E402
 from ridgeline.accuracy import corpus, fit  # noqa: E402
-from ridgeline.engines import EngineProfile, profile_from_entry, profile_to_toml  # noqa: E402
+from ridgeline.engines import EngineProfile, profile_to_toml  # noqa: E402
 
 ENGINES_TOML = ROOT / "src" / "ridgeline" / "data" / "engines.toml"
 CV_JSON = ROOT / "src" / "ridgeline" / "data" / "corpus" / "cv.json"
 CACHE = ROOT / ".cache" / "fit_results.json"  # the last fit, for --reuse (git-ignored)
-PRIORS_TOML = ROOT / "src" / "ridgeline" / "data" / "corpus" / "priors.toml"
 # Each held-out fold is refitted: one Gauss-Newton step from the full fit, on its Jacobian,
 # reads a source's rows better than a fit that never saw them (9.8% against 10.4% on this
 # corpus), since the full fit's starting point and weights already know them.
@@ -50,13 +48,8 @@ HEADER = """# Engine profiles: how close to the roofline each serving engine run
 """
 
 
-def priors() -> dict[str, EngineProfile]:
-    data = _files.parse(PRIORS_TOML.read_text(encoding="utf-8"), str(PRIORS_TOML))
-    return {name: profile_from_entry(name, entry, str(PRIORS_TOML)) for name, entry in data.items()}
-
-
 def fit_engine(name: str, fold_steps: int = FOLD_STEPS) -> dict[str, Any]:
-    prior = priors()[name]
+    prior = corpus.priors()[name]
     rows = [r for r in corpus.rows() if r.engine == name]
     f = fit.fit(prior, rows, fold_steps=fold_steps)
     return {
@@ -102,7 +95,7 @@ def main() -> None:
         "from the full fit on its Jacobian, each other on the fold's own; 1 takes a third of the time)",
     )
     args = ap.parse_args()
-    names = sorted(priors())
+    names = sorted(corpus.priors())
     if args.reuse:
         results = json.loads(CACHE.read_text(encoding="utf-8"))
     else:
@@ -118,7 +111,7 @@ def main() -> None:
             pooled.setdefault(rows[rid].regime, []).append(fit.time_ratio(rows[rid], e))
     lines = [HEADER]
     for name in names:
-        prior, res = priors()[name], results[name]
+        prior, res = corpus.priors()[name], results[name]
         fitted = fit.with_values(prior, [p for p in fit.PARAMS if p.key in res["params"]], res["x"])
         mine = fit.bands(res["held_out"], [r for r in rows.values() if r.engine == name])
         counts = {g: sum(1 for rid in res["held_out"] if rows[rid].regime == g) for g in mine}

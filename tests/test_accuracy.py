@@ -8,7 +8,6 @@ rounded up by under a point: the test guards them, it does not claim the issue's
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pytest
 
@@ -39,20 +38,9 @@ def test_held_out_error_stays_where_it_was_measured(checked: list[report.Checked
 
 def test_the_fit_beats_its_priors_on_sources_it_never_saw(checked: list[report.Checked]) -> None:
     """The priors alone (data/corpus/priors.toml) against the held-out fit, row for row."""
-    priors = _priors()
+    priors = corpus.priors()
     prior_errors = [corpus.error(c.row, corpus.predict(c.row, priors[c.row.engine])) for c in checked]
     assert report.median_abs([c.held_out_error for c in checked]) < report.median_abs(prior_errors)
-
-
-def _priors() -> dict[str, Any]:
-    from pathlib import Path
-
-    from ridgeline import _files
-    from ridgeline.engines import profile_from_entry
-
-    path = Path(corpus.__file__).parents[1] / "data" / "corpus" / "priors.toml"
-    data = _files.parse(path.read_text(encoding="utf-8"), str(path))
-    return {name: profile_from_entry(name, entry, str(path)) for name, entry in data.items()}
 
 
 def test_a_refitted_fold_is_the_fit_its_rows_alone_reach() -> None:
@@ -63,26 +51,18 @@ def test_a_refitted_fold_is_the_fit_its_rows_alone_reach() -> None:
     a prefill or a decode run each, so the fits take a fraction of a second."""
     from ridgeline.accuracy import fit
 
-    prior = _priors()["llamacpp"]
+    prior = corpus.priors()["llamacpp"]
     rows = [r for r in corpus.rows() if r.engine == "llamacpp"]
 
-    def fitted(pb: fit.Problem, steps: int) -> list[float]:
-        x = fit.prior_x(pb)
-        res = fit.residuals(pb, x)
-        for _ in range(steps):
-            x = fit.solve(pb, x, res, fit.jacobian(pb, x, res), range(len(pb.rows)))
-            res = fit.residuals(pb, x)
-        return x
-
     whole = fit.problem(prior, rows)
-    x = fitted(whole, 4)
-    res = fit.residuals(whole, x)
+    x, res = fit.descend(whole, fit.prior_x(whole), 4)
     jac = fit.jacobian(whole, x, res)
     groups = sorted({r.group for r in rows})
     assert len(groups) == 2
     for group in groups:
         keep = [i for i, r in enumerate(rows) if r.group != group]
-        alone = fitted(fit.problem(prior, [rows[i] for i in keep]), 8)
+        kept = fit.problem(prior, [rows[i] for i in keep])
+        alone = fit.descend(kept, fit.prior_x(kept), 8)[0]
         one_step = math.dist(fit.fold(whole, x, res, jac, keep, 1), alone)
         refitted = math.dist(fit.fold(whole, x, res, jac, keep, 3), alone)
         assert refitted < 1e-4 and refitted < one_step / 10

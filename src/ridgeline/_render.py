@@ -210,7 +210,7 @@ def sweep(data: dict[str, Any]) -> None:
         )
 
 
-def engines(entries: dict[str, dict[str, Any]]) -> None:
+def engines(entries: dict[str, dict[str, Any]], overheads: dict[str, tuple[float, float | None]]) -> None:
     t = Table(show_edge=False)
     name_column(t, entries)
     overhead = "overhead, 32 layers (graph)"
@@ -218,9 +218,10 @@ def engines(entries: dict[str, dict[str, Any]]) -> None:
         t.add_column(col, justify="right")
     for name, e in entries.items():
         band = e["uncertainty"].get("decode")
-        launched = f"{(e['fixed_s'] + 32 * e['per_layer_s']) * 1e3:.2f} ms"
-        if e["graph_max_seqs"]:  # a decode step of up to graph_max_seqs sequences
-            launched += f" ({(e['fixed_s'] + 32 * e['per_layer_s'] * e['graph']) * 1e3:.2f} ms)"
+        launched_s, graphed_s = overheads[name]
+        launched = f"{launched_s * 1e3:.2f} ms"
+        if graphed_s is not None:
+            launched += f" ({graphed_s * 1e3:.2f} ms)"
         t.add_row(
             name,
             f"{e['gemm'].get('bf16', 0):.0%}",

@@ -181,8 +181,13 @@ def engines(as_json: bool = o.JSON) -> None:
         emit_json(entries)
         return
     from ridgeline import _render
+    from ridgeline.engines import engines as profiles
 
-    _render.engines(entries)
+    overheads = {  # a 32-layer step's, launched and (where the engine captures any) as a graph
+        name: (p.step_overhead_s(32), p.step_overhead_s(32, graphed=True) if p.graph_max_seqs else None)
+        for name, p in profiles().items()
+    }
+    _render.engines(entries, overheads)
 
 
 def models(

@@ -243,9 +243,11 @@ class EngineProfile:
         dtype (int4 weights into fp16 maths); 1 when weights and maths are as wide."""
         return self.dequant.get(fmt, 1.0) if FORMAT_BITS[fmt] < BITS[maths] else 1.0
 
-    def _fixed_overhead_s(self, d: Deployed, per_layer_share: float = 1.0) -> float:
-        scale = 1.0 + self.tp_scale * math.log2(d.par.tp)
-        return (self.fixed_s + self.per_layer_s * d.arch.layers * per_layer_share) * scale
+    def step_overhead_s(self, layers: int, tp: int = 1, graphed: bool = False) -> float:
+        """A step's overhead but for its sequences: launched kernel by kernel, or (`graphed`)
+        a decode step replayed as a CUDA graph."""
+        share = self.graph if graphed else 1.0
+        return (self.fixed_s + self.per_layer_s * layers * share) * (1.0 + self.tp_scale * math.log2(tp))
 
     def captured(self, tokens: Num, sequences: Num) -> Num:
         """Whether the engine replays this pass as a CUDA graph: a decode-only step (one new
@@ -265,10 +267,10 @@ class EngineProfile:
             attention_flops_per_s=peak * self.attention * v * (self.sinks if d.arch.attention_sinks else 1.0),
             weight_bytes_per_s=bw * self.weights[fmt] * vm,
             kv_bytes_per_s=bw * self.kv * vm,
-            step_overhead_s=self._fixed_overhead_s(d),
+            step_overhead_s=self.step_overhead_s(d.arch.layers, d.par.tp),
             collective_latency_s=self.latency_s(d.hw.link_kind),
             link_bytes_per_s=d.hw.interconnect_bytes_per_s * self.link_efficiency,
-            graph_overhead_s=self._fixed_overhead_s(d, self.graph),
+            graph_overhead_s=self.step_overhead_s(d.arch.layers, d.par.tp, graphed=True),
         )
 
     def rates(self, d: Deployed, tokens: Num, sequences: Num = 1) -> Rates:

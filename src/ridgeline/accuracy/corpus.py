@@ -123,6 +123,17 @@ def rows() -> tuple[Row, ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=1)
+def priors() -> dict[str, EngineProfile]:
+    """The engine profiles' physical priors (data/corpus/priors.toml): where a fit starts,
+    and what a parameter no row moves stays at."""
+    from ridgeline.engines import profile_from_entry
+
+    where = "data/corpus/priors.toml"
+    data = _files.parse(_files.package_text("corpus", "priors.toml"), where)
+    return {name: profile_from_entry(name, entry, where) for name, entry in data.items()}
+
+
 # Weight formats that quantise only part of a model: the bytes per weight of the whole.
 MIXED = {
     "int4-g128-bf16-embed": (4.0 + 16.0 / 128 + 4.0 / 128, "embeddings"),  # AWQ/GPTQ: scale + zero per 128

@@ -253,16 +253,7 @@ def fit(
     fold_steps: int = 1,
 ) -> Fit:
     pb = problem(prior, rows)
-    x = prior_x(pb)
-    res = residuals(pb, x)
-    jac: list[list[float]] = []
-    everything = list(range(len(rows)))
-    for _ in range(iterations):
-        jac = jacobian(pb, x, res)
-        x = solve(pb, x, res, jac, everything)
-        res = residuals(pb, x)
-        if progress:
-            progress()
+    x, res = descend(pb, prior_x(pb), iterations, progress=progress)
     jac = jacobian(pb, x, res)
     held: dict[str, float] = {}
     folds: dict[str, list[float]] = {}
@@ -273,6 +264,35 @@ def fit(
         for i, e in zip(out, residuals(pb, folds[group], out), strict=True):
             held[rows[i].id] = e
     return Fit(pb, x, res, jac, held, folds)
+
+
+def descend(
+    pb: Problem,
+    x: Sequence[float],
+    steps: int,
+    keep: Sequence[int] | None = None,
+    progress: Any = None,
+) -> tuple[list[float], list[float]]:
+    """`steps` Gauss-Newton steps from `x` on rows `keep` (every row by default), each on its
+    own residuals and Jacobian: the parameters reached, and every row's residual there (0 for
+    a row not kept)."""
+    rows = list(range(len(pb.rows))) if keep is None else list(keep)
+    x = list(x)
+    res = _residuals_of(pb, x, rows)
+    for _ in range(steps):
+        x = solve(pb, x, res, jacobian(pb, x, res, among=rows), rows)
+        res = _residuals_of(pb, x, rows)
+        if progress:
+            progress()
+    return x, res
+
+
+def _residuals_of(pb: Problem, x: Sequence[float], rows: Sequence[int]) -> list[float]:
+    """Every row's residual at x, 0 for a row not among `rows`."""
+    res = [0.0] * len(pb.rows)
+    for i, r in zip(rows, residuals(pb, x, rows), strict=True):
+        res[i] = r
+    return res
 
 
 def fold(
@@ -286,12 +306,7 @@ def fold(
     """The fit without a source's rows: one Gauss-Newton step from the full fit on its
     Jacobian, then `steps - 1` more, each on the kept rows' own residuals and Jacobian."""
     xf = solve(pb, x, res, jac, keep)
-    for _ in range(steps - 1):
-        now = list(res)
-        for i, r in zip(keep, residuals(pb, xf, keep), strict=True):
-            now[i] = r
-        xf = solve(pb, xf, now, jacobian(pb, xf, now, among=keep), keep)
-    return xf
+    return descend(pb, xf, steps - 1, keep)[0] if steps > 1 else xf
 
 
 def time_ratio(row: Row, log_error: float) -> float:
