@@ -14,9 +14,13 @@ import pytest
 from ridgeline.accuracy import corpus, report
 from ridgeline.engines import builtin_engines
 
-HELD_OUT_MEDIAN = 0.11  # leave-one-source-out median |error| over the corpus (measured 10.4%)
-IN_SAMPLE_MEDIAN = 0.06  # the fitted profiles on their own rows (measured 5.4%)
-BAND_COVERAGE = (0.70, 0.90)  # the share of held-out rows inside their p10-p90 band (measured 75%)
+HELD_OUT_MEDIAN = 0.13  # leave-one-source-out median |error| over the corpus (measured 12.2%)
+IN_SAMPLE_MEDIAN = 0.075  # the fitted profiles on their own rows (measured 6.8%)
+BAND_COVERAGE = (0.70, 0.90)  # the share of held-out rows inside their p10-p90 band (measured 72%)
+# The corpus's first 100 rows, before SGLang's open-loop runs (K04-K17, M01-M10) joined it,
+# held to where they were measured then (10.4%; 10.5% now)
+OPEN_LOOP = {f"K{i:02d}" for i in range(4, 18)} | {f"M{i:02d}" for i in range(1, 11)}
+FIRST_100_HELD_OUT_MEDIAN = 0.11
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +30,7 @@ def checked() -> list[report.Checked]:
 
 def test_every_row_but_the_excluded_is_checked(checked: list[report.Checked]) -> None:
     published = corpus.rows()
-    assert len(checked) == len(published) == 100
+    assert len(checked) == len(published) == 124
     assert not {c.row.id for c in checked} & set(corpus.EXCLUDED)
     assert all(math.isfinite(c.predicted) and c.predicted > 0 for c in checked)
 
@@ -34,6 +38,8 @@ def test_every_row_but_the_excluded_is_checked(checked: list[report.Checked]) ->
 def test_held_out_error_stays_where_it_was_measured(checked: list[report.Checked]) -> None:
     assert report.median_abs([c.held_out_error for c in checked]) <= HELD_OUT_MEDIAN
     assert report.median_abs([c.error for c in checked]) <= IN_SAMPLE_MEDIAN
+    first = [c.held_out_error for c in checked if c.row.id not in OPEN_LOOP]
+    assert len(first) == 100 and report.median_abs(first) <= FIRST_100_HELD_OUT_MEDIAN
 
 
 def test_the_fit_beats_its_priors_on_sources_it_never_saw(checked: list[report.Checked]) -> None:
@@ -113,3 +119,31 @@ def test_sharegpt_lengths_keep_the_sources_mean_under_vllms_cut() -> None:
     longest, middle = max(replies.values), sorted(replies.values)[len(replies.values) // 2]
     assert 5 * 194 < longest <= 2048 and middle < 194  # heavy-tailed: the longest set the makespan
     assert corpus.lengths("uniform:1", 508).upper() == 1016  # SGLang's random: 1 to the nominal 1,024
+
+
+def test_an_open_loop_row_alone_on_its_engine_is_one_prefill_then_its_decode_steps() -> None:
+    """`ttft_rate`, `tpot_rate` and `e2e_rate`: requests arriving at a rate so low that each
+    finds the engine idle take one prefill, then output - 1 decode steps at batch 1, and an
+    HTTP row pays the profile's first-token cost once: in TTFT and E2E, never in TPOT."""
+    from dataclasses import replace
+
+    from ridgeline.request import decode_time_s
+    from ridgeline.step import prefill_step
+
+    base = next(r for r in corpus.rows() if r.kind == "ttft_rate")
+    profile = builtin_engines()[base.engine]
+    row = replace(base, rate=1e-4, requests=3, lengths="fixed", input=300, output=41)
+    d = corpus.deployment(row, profile)
+    prefill_s = float(prefill_step(d, 300).time_s)
+    decode_s = decode_time_s(d, 300, 40)
+    first_s = profile.first_token_s
+    assert first_s > 0 and row.http and row.unit == "ms"
+    expected = {
+        "ttft_rate": prefill_s + first_s,
+        "tpot_rate": decode_s / 40,
+        "e2e_rate": prefill_s + decode_s + first_s,
+    }
+    for kind, seconds in expected.items():
+        assert corpus.predict(replace(row, kind=kind), profile) == pytest.approx(seconds * 1e3, rel=1e-9)
+        in_process = corpus.predict(replace(row, kind=kind, http=False), profile)
+        assert in_process == pytest.approx((seconds - (0.0 if kind == "tpot_rate" else first_s)) * 1e3)

@@ -13,6 +13,9 @@ the simulator) for that quantity in the row's own unit:
     static_tput   batch x output / that e2e (per GPU when the source says so)
     tpot          the median decode step of requests kept `batch` at a time (closed loop)
     ttft_load     the median TTFT of requests kept `batch` at a time (closed loop)
+    ttft_rate     the median TTFT of `requests` arriving at `rate` a second (Poisson, open loop)
+    tpot_rate     their median TPOT
+    e2e_rate      their median E2E latency
     offline_out   every request queued at t = 0: output tokens / makespan (simulated); over
                   HTTP the server's one process hands them to the engine one at a time
                   (EngineProfile.server_s: its work per request, prompt token and streamed token)
@@ -36,11 +39,13 @@ from ridgeline.step import prefill_step
 
 KINDS = (
     "ttft", "pp", "tg", "e2e", "gen_speed", "static_tput", "tpot", "ttft_load",
-    "offline_out", "offline_total",
+    "ttft_rate", "tpot_rate", "e2e_rate", "offline_out", "offline_total",
 )  # fmt: skip
 REGIME = {  # which error band a kind's prediction belongs to
     "ttft": "prefill", "pp": "prefill", "ttft_load": "prefill",
     "tg": "decode", "e2e": "decode", "gen_speed": "decode", "tpot": "decode", "static_tput": "load",
+    # an open-loop run's medians wait in its queues and batches: the simulator's regime
+    "ttft_rate": "load", "tpot_rate": "load", "e2e_rate": "load",
     "offline_out": "load", "offline_total": "load",
 }  # fmt: skip
 # Rows kept in the corpus (the source printed them) but left out of fits and checks, and why.
@@ -66,6 +71,7 @@ class Row:
     input: int
     output: int
     batch: int
+    rate: float | None  # requests a second of an open-loop (Poisson) run
     requests: int
     max_num_seqs: int | None
     max_num_batched_tokens: int | None
@@ -108,6 +114,7 @@ def rows() -> tuple[Row, ...]:
                 input=_int(r["input"]),
                 output=_int(r["output"]),
                 batch=_int(r["batch"], 1),
+                rate=float(r["rate"]) if r["rate"] else None,
                 requests=_int(r["requests"]),
                 max_num_seqs=_int(r["max_num_seqs"]) or None,
                 max_num_batched_tokens=_int(r["max_num_batched_tokens"]) or None,
@@ -178,10 +185,12 @@ def predict(row: Row, profile: EngineProfile | None, d: Deployment | None = None
             return row.output / e2e
         return b * row.output / e2e / (row.tp if row.per_gpu else 1)
     summary = _simulate(row, d)
-    if k == "tpot":
+    if k in ("tpot", "tpot_rate"):
         return _unit(summary["tpot_p50"], row.unit)
-    if k == "ttft_load":
+    if k in ("ttft_load", "ttft_rate"):
         return _unit(summary["ttft_p50"] + http_s, row.unit)
+    if k == "e2e_rate":
+        return _unit(summary["e2e_p50"] + http_s, row.unit)
     tokens = summary["output_tokens"] + (summary["prompt_tokens"] if k == "offline_total" else 0)
     return tokens / summary["makespan_s"]
 
@@ -202,6 +211,9 @@ def _simulate(row: Row, d: Deployment) -> dict[str, Any]:
     if row.kind in ("tpot", "ttft_load"):
         n = max(row.requests, 4 * row.batch)
         w = Workload(prompt=prompt, output=output, concurrency=row.batch, requests=n, rate_per_s=None)
+    elif row.rate is not None:  # requests arriving as a Poisson process
+        n = row.requests
+        w = Workload(prompt=prompt, output=output, rate_per_s=row.rate, requests=n, duration_s=None)
     else:  # every request queued at t = 0; over HTTP the server hands them on one at a time
         n = min(row.requests, max(MAX_SIMULATED_REQUESTS, 3 * seqs))
         each_s = d.engine.server_s(1, row.input, row.output) if row.http and d.engine is not None else 0.0
@@ -213,15 +225,23 @@ def _simulate(row: Row, d: Deployment) -> dict[str, Any]:
     s = result.summary
     assert s is not None  # simulate() summarizes unless told not to
     recs = result.records
-    makespan = max(r["arrival_s"] + r["e2e_s"] for r in recs) - min(r["arrival_s"] for r in recs)
+    # the simulator's TTFT and E2E hold the profile's first-token cost; the row adds it back
+    # only when it ran over HTTP (predict)
+    offset = d.ttft_offset_s
+    makespan = max(r["arrival_s"] + r["e2e_s"] for r in recs) - min(r["arrival_s"] for r in recs) - offset
     return {
         "tpot_p50": s.tpot_s.p50,
-        "ttft_p50": s.ttft_s.p50,
+        "ttft_p50": _less(s.ttft_s.p50, offset),
+        "e2e_p50": _less(s.e2e_s.p50, offset),
         "requests": len(result.records),
         "makespan_s": makespan,
         "output_tokens": sum(r["output_tokens"] for r in recs),
         "prompt_tokens": sum(r["prompt_tokens"] for r in recs),
     }
+
+
+def _less(p50: float | None, offset_s: float) -> float | None:
+    return None if p50 is None else p50 - offset_s
 
 
 SHAREGPT_SIGMA = 1.0  # ShareGPT's prompt and reply lengths: heavy-tailed, lognormal about their means

@@ -78,6 +78,11 @@ def _served(r: Row, d: Any) -> bool:
     return r.http and r.kind.startswith("offline")
 
 
+def _first_token(r: Row, d: Any) -> bool:
+    """A row over HTTP whose quantity holds the first token's arrival."""
+    return r.http and r.kind in ("ttft", "ttft_load", "ttft_rate", "e2e_rate")
+
+
 def _graphed(r: Row, d: Any) -> bool:
     """A row with decode steps, on an engine that replays them as CUDA graphs."""
     return d.engine.graph_max_seqs > 0 and r.kind not in ("ttft", "pp")
@@ -115,7 +120,7 @@ PARAMS = (
     Param("tp_scale", 1e-3, 2.0, 1.0, lambda r, d: r.tp > 1, "growth of the step's cost per doubling of TP"),
     # a captured CUDA graph runs a decode step's kernels without launching each: a wide prior
     Param("graph", 0.02, 1.0, 0.7, _graphed, "a decode step replayed as a CUDA graph, of the per-layer cost"),
-    Param("first_token_s", 1e-4, 0.5, 1.0, lambda r, d: r.http and r.kind in ("ttft", "ttft_load"), "HTTP"),
+    Param("first_token_s", 1e-4, 0.5, 1.0, _first_token, "HTTP"),
     # a server's own costs differ by an order of magnitude between designs (C++, Python,
     # detokenising in its main process or in workers): wide priors
     Param("request_s", 1e-4, 0.05, 1.5, _served, "the server's serial work per request"),
