@@ -3,7 +3,7 @@ predicted and measured value and the signed error, in-sample and with the row's 
 out of the fit; then the median and worst error by regime and by engine.
 
 Run: python benchmarks/accuracy.py [--rows] [--markdown] [--beyond]   (the README's accuracy
-table is its --markdown output, pasted by hand)
+tables are its --markdown and --rows --markdown output, pasted by hand)
 
 --beyond predicts the cells of a corpus source's table that the corpus does not hold: the
 TensorRT-LLM 1.0 throughput table (perf-overview.md @00f37686) for Llama 3.1 8B and 70B on
@@ -42,7 +42,7 @@ FAR = 0.40  # the issue's bound on any one row's error
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", action="store_true", help="print every row")
-    ap.add_argument("--markdown", action="store_true", help="the summary as a Markdown table")
+    ap.add_argument("--markdown", action="store_true", help="the tables as Markdown (--rows too)")
     ap.add_argument("--beyond", action="store_true", help="the cells of a corpus table the corpus lacks")
     args = ap.parse_args()
     if args.beyond:
@@ -51,7 +51,16 @@ def main() -> None:
     t0 = time.perf_counter()
     checked = report.check()
     took = time.perf_counter() - t0
-    if args.rows:
+    if args.rows and args.markdown:
+        print("| id | source | engine | kind | model | gpu | tp | measured | predicted | error | held out |")
+        print("|---|---|---|---|---|---|--:|--:|--:|--:|--:|")
+        for c in checked:
+            r = c.row
+            cells = (r.id, r.group, r.engine, r.kind, r.model, r.gpu, str(r.tp), f"{r.measured:.4g} {r.unit}",
+                     f"{c.predicted:.4g}", f"{c.error:+.1%}", f"{c.held_out_error:+.1%}")  # fmt: skip
+            print("| " + " | ".join(cells) + " |")
+        print()
+    elif args.rows:
         head = ("measured", "predicted", "error", "held out")
         print(f"{'id':4} {'engine':8} {'kind':13} " + " ".join(f"{h:>10}" for h in head))
         for c in checked:
