@@ -127,6 +127,7 @@ def test_an_open_loop_row_alone_on_its_engine_is_one_prefill_then_its_decode_ste
     HTTP row pays the profile's first-token cost once: in TTFT and E2E, never in TPOT."""
     from dataclasses import replace
 
+    from ridgeline.errors import RidgelineError
     from ridgeline.request import decode_time_s
     from ridgeline.step import prefill_step
 
@@ -145,5 +146,7 @@ def test_an_open_loop_row_alone_on_its_engine_is_one_prefill_then_its_decode_ste
     }
     for kind, seconds in expected.items():
         assert corpus.predict(replace(row, kind=kind), profile) == pytest.approx(seconds * 1e3, rel=1e-9)
+        with pytest.raises(RidgelineError, match="needs a rate"):
+            corpus.predict(replace(row, kind=kind, rate=None), profile)
         in_process = corpus.predict(replace(row, kind=kind, http=False), profile)
         assert in_process == pytest.approx((seconds - (0.0 if kind == "tpot_rate" else first_s)) * 1e3)

@@ -33,6 +33,7 @@ from typing import Any
 from ridgeline import _files
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
+from ridgeline.errors import RidgelineError
 from ridgeline.models import get_model
 from ridgeline.request import decode_time_s
 from ridgeline.step import prefill_step
@@ -211,7 +212,9 @@ def _simulate(row: Row, d: Deployment) -> dict[str, Any]:
     if row.kind in ("tpot", "ttft_load"):
         n = max(row.requests, 4 * row.batch)
         w = Workload(prompt=prompt, output=output, concurrency=row.batch, requests=n, rate_per_s=None)
-    elif row.rate is not None:  # requests arriving as a Poisson process
+    elif row.kind in ("ttft_rate", "tpot_rate", "e2e_rate"):  # arriving as a Poisson process
+        if row.rate is None or not row.rate > 0:
+            raise RidgelineError(f"corpus row {row.id}: an open-loop row needs a rate above zero")
         n = row.requests
         w = Workload(prompt=prompt, output=output, rate_per_s=row.rate, requests=n, duration_s=None)
     else:  # every request queued at t = 0; over HTTP the server hands them on one at a time
