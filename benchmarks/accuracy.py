@@ -6,10 +6,12 @@ Run: python benchmarks/accuracy.py [--rows] [--markdown] [--beyond]   (the READM
 tables are its --markdown and --rows --markdown output, pasted by hand)
 
 --beyond predicts the cells of a corpus source's table that the corpus does not hold: the
-TensorRT-LLM 1.0 throughput table (perf-overview.md @00f37686) for Llama 3.1 8B and 70B on
-H100 and H200, 30 cells beside the corpus's 10. They are not independent of the fit (their
-source is in it), so the held-out figure, the profile fitted without that source, is the
-one to read: how well the model interpolates across lengths within one engine version.
+TensorRT-LLM 1.0 throughput table (perf-overview.md @00f37686): its FP8 cells for Llama 3.1
+8B and 70B on H100 and H200 (30 cells beside the corpus's 10), and its FP4 cells for Llama
+3.3 70B and Qwen3-30B-A3B on B200 and GB200 (37 beside 3). They are not independent of the
+fit (their source is in it), so the held-out figure, the profile fitted without that
+source, is the one to read: how well the model carries across lengths, and across models,
+within one engine version.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import time
 from ridgeline.accuracy import corpus, report
 
 BEYOND_GROUP = "TensorRT-LLM 1.0 docs"
-BEYOND_TEMPLATE = "C01"  # a corpus row of that table: fp8 weights, maths and KV; trtllm-bench offline
+# a corpus row of that table for each precision: trtllm-bench offline, fp8 weights, maths and
+# KV (ModelOpt FP8), or NVFP4 weights and maths with an fp8 KV (ModelOpt FP4)
+FP8, FP4 = "C01", "D27"
 # Total output tokens/s of trtllm-bench throughput, FP8 (ModelOpt) checkpoints, by (model,
 # accelerator, TP) and (input, output); the requests per length pair are the doc's own.
 BEYOND_REQUESTS = {(128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (500, 2000): 3000,
@@ -29,11 +33,15 @@ BEYOND_REQUESTS = {(128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (500
                    (5000, 500): 1500, (20000, 2000): 1000}  # fmt: skip
 BEYOND_LENGTHS = tuple(BEYOND_REQUESTS)
 BEYOND = {
-    ("llama-3.1-8b", "h100-sxm", 1): (28312, 22714, 14325, 17660, 15220, 13899, 3450, 9305, 3459, 1351),
-    ("llama-3.1-8b", "h200", 1): (27911, 26221, 18027, 20770, 17744, 16828, 3538, 12194, 3902, 1804),
-    ("llama-3.1-70b", "h100-sxm", 2): (6378, 6651, 4199, 5222, 4205, 4146, 762, 3082, 898, 437),
-    ("llama-3.1-70b", "h200", 1): (3803, 4336, 2872, 3666, 2909, 2994, 442, 2003, 566, 283),
-}
+    (FP8, "llama-3.1-8b", "h100-sxm", 1): (28312, 22714, 14325, 17660, 15220, 13899, 3450, 9305, 3459, 1351),
+    (FP8, "llama-3.1-8b", "h200", 1): (27911, 26221, 18027, 20770, 17744, 16828, 3538, 12194, 3902, 1804),
+    (FP8, "llama-3.1-70b", "h100-sxm", 2): (6378, 6651, 4199, 5222, 4205, 4146, 762, 3082, 898, 437),
+    (FP8, "llama-3.1-70b", "h200", 1): (3803, 4336, 2872, 3666, 2909, 2994, 442, 2003, 566, 283),
+    (FP4, "llama-3.1-70b", "b200", 1): (11147, 9922, 6831, 7762, 7007, 6271, 1339, 4783, 1459, 665),
+    (FP4, "llama-3.1-70b", "gb200", 1): (12189, 11309, 7849, 9028, 7326, 6513, 1450, 5646, 1602, 755),
+    (FP4, "qwen3-30b-a3b", "b200", 1): (39827, 37844, 24953, 27817, 25828, 22051, 6251, 17554, 6142, 2944),
+    (FP4, "qwen3-30b-a3b", "gb200", 1): (24107, 31311, 26337, 20604, 17481, 17177, 6595, 14719, 5908, 3203),
+}  # fmt: skip
 
 
 FAR = 0.40  # the issue's bound on any one row's error
@@ -56,9 +64,9 @@ def main() -> None:
         print("|---|---|---|---|---|---|--:|--:|--:|--:|--:|")
         for c in checked:
             r = c.row
-            cells = (r.id, r.group, r.engine, r.kind, r.model, r.gpu, str(r.tp), f"{r.measured:.4g} {r.unit}",
-                     f"{c.predicted:.4g}", f"{c.error:+.1%}", f"{c.held_out_error:+.1%}")  # fmt: skip
-            print("| " + " | ".join(cells) + " |")
+            line = (r.id, r.group, r.engine, r.kind, r.model, r.gpu, str(r.tp), f"{r.measured:.4g} {r.unit}",
+                    f"{c.predicted:.4g}", f"{c.error:+.1%}", f"{c.held_out_error:+.1%}")  # fmt: skip
+            print("| " + " | ".join(line) + " |")
         print()
     elif args.rows:
         head = ("measured", "predicted", "error", "held out")
@@ -109,27 +117,31 @@ def beyond() -> None:
     from ridgeline.engines import builtin_engines
 
     rows = corpus.rows()
-    template = next(r for r in rows if r.id == BEYOND_TEMPLATE)
+    by_id = {r.id: r for r in rows}
     held = {(r.model, r.gpu, r.tp, r.input, r.output) for r in rows if r.group == BEYOND_GROUP}
-    fitted = builtin_engines()[template.engine]
-    fold = report.fold_profile(fitted, report.folds()[template.engine][BEYOND_GROUP])
-    errors, held_errors = [], []
+    fitted = builtin_engines()[by_id[FP8].engine]
+    fold = report.fold_profile(fitted, report.folds()[by_id[FP8].engine][BEYOND_GROUP])
+    errors: dict[str, list[float]] = {FP8: [], FP4: []}
+    held_errors: dict[str, list[float]] = {FP8: [], FP4: []}
     print(f"{'model':14} {'gpu':9} {'tp':>2} {'in/out':>11} {'measured':>9} {'predicted':>9} "
           f"{'error':>7} {'held out':>8}")  # fmt: skip
-    for (model, gpu, tp), measured in BEYOND.items():
+    for (template, model, gpu, tp), measured in BEYOND.items():
         for (i, o), value in zip(BEYOND_LENGTHS, measured, strict=True):
             if (model, gpu, tp, i, o) in held:
                 continue  # a corpus row already
-            row = replace(template, id="beyond", model=model, gpu=gpu, tp=tp, input=i, output=o,
+            row = replace(by_id[template], id="beyond", model=model, gpu=gpu, tp=tp, input=i, output=o,
                           requests=BEYOND_REQUESTS[i, o], measured=float(value))  # fmt: skip
             pred, pred_held = corpus.predict(row, fitted), corpus.predict(row, fold)
-            errors.append(corpus.error(row, pred))
-            held_errors.append(corpus.error(row, pred_held))
+            errors[template].append(corpus.error(row, pred))
+            held_errors[template].append(corpus.error(row, pred_held))
             print(f"{model:14} {gpu:9} {tp:2} {f'{i}/{o}':>11} {value:9.0f} {pred:9.0f} "
-                  f"{errors[-1]:+7.1%} {held_errors[-1]:+8.1%}")  # fmt: skip
-    print(f"\n{len(errors)} cells: median |error| {report.median_abs(errors):.1%} with the fitted profile, "
-          f"{report.median_abs(held_errors):.1%} held out; median signed {statistics.median(errors):+.1%}, "
-          f"{statistics.median(held_errors):+.1%}")  # fmt: skip
+                  f"{errors[template][-1]:+7.1%} {held_errors[template][-1]:+8.1%}")  # fmt: skip
+    print()
+    for template, name in ((FP8, "FP8"), (FP4, "FP4")):
+        e, h = errors[template], held_errors[template]
+        print(f"{name}: {len(e)} cells: median |error| {report.median_abs(e):.1%} with the fitted profile, "
+              f"{report.median_abs(h):.1%} held out; median signed {statistics.median(e):+.1%}, "
+              f"{statistics.median(h):+.1%}")  # fmt: skip
 
 
 if __name__ == "__main__":
