@@ -454,3 +454,33 @@ def test_attention_with_sinks_runs_at_its_own_share(
     assert prefill(sinks, "llama-3.1-8b")["compute_s"] == pytest.approx(
         prefill(plain, "llama-3.1-8b")["compute_s"], rel=1e-12
     )
+
+
+def test_narrow_experts_reach_a_share_of_a_wide_experts_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Qwen3-30B-A3B (its config.json): 48 MoE layers, 8 of 128 experts a token, each expert
+    a gate, an up and a down projection between a hidden size of 2,048 and a width of 768. A
+    profile's expert_half_width = 768 halves those matmuls' rate, so a prefill's expert
+    matmuls take twice as long and the rest the same; a dense model is left alone."""
+    plain = write_profile(tmp_path, PERFECT, "plain.toml")
+    narrow = write_profile(
+        tmp_path, PERFECT.replace("experts = 1.0 }", "experts = 1.0, expert_half_width = 768 }")
+    )
+    tokens = 4000
+    expert_flops = 2 * 48 * 8 * (3 * 2048 * 768) * tokens
+
+    def prefill(engine: str, model: str) -> Any:
+        shape = ("--model", model, "--gpu", "h100-sxm", "--prompt-tokens", str(tokens))
+        return run_json(capsys, "estimate", *shape, "--engine", engine)["prefill"]
+
+    before, after = prefill(plain, "qwen3-30b-a3b"), prefill(narrow, "qwen3-30b-a3b")
+    expert_s = expert_flops / H100_SXM_BF16_FLOPS  # at the perfect profile's full peak
+    assert after["compute_s"] == pytest.approx(before["compute_s"] + expert_s, rel=1e-9)
+    assert prefill(narrow, "llama-3.1-8b")["compute_s"] == pytest.approx(
+        prefill(plain, "llama-3.1-8b")["compute_s"], rel=1e-12
+    )
+    from ridgeline.engines import get_engine, profile_to_toml
+
+    again = get_engine(write_profile(tmp_path, profile_to_toml(get_engine(narrow)), "again.toml"))
+    assert again.expert_half_width == 768

@@ -14,7 +14,9 @@ and falls short of the roofline for reasons each of which has a physical term he
 
     GEMM FLOP/s      = peak(dtype) x gemm[dtype] x vendor x M / (M + half_m)
                        (M: tokens in the pass; a skinny matmul cannot fill the tensor cores;
-                       a MoE's routed experts: x experts, with M the tokens routed to each)
+                       a MoE's routed experts: x experts x W / (W + expert_half_width), with
+                       M the tokens routed to each and W an expert's width: 768-wide experts
+                       fill the tensor cores less than 14,336-wide ones)
                        x dequant[w8 | w4] when the weights are narrower than the maths
                        (weight-only formats unpack every weight inside the matmul)
     attention FLOP/s = peak(dtype) x attention x vendor
@@ -191,6 +193,7 @@ class EngineProfile:
     prompt_token_s: float = 0.0  # per prompt token (template, tokenise)
     stream_token_s: float = 0.0  # and per streamed token (detokenise, format, send)
     sinks: float = 1.0  # attention with sinks against attention without (its kernels)
+    expert_half_width: float = 0.0  # the expert width at which its matmuls reach half their rate (0: none)
     graph: float = 1.0  # the share of the per-layer cost a decode step captured as a CUDA graph pays
     graph_max_seqs: int = 0  # the largest decode batch the engine captures (0: none)
     runs_on: tuple[str, ...] = ()  # the accelerator vendors it supports; empty: any
@@ -263,7 +266,7 @@ class EngineProfile:
         full = peak * self.gemm_efficiency(d.prec.maths) * v * self.dequant_factor(fmt, d.prec.maths)
         return Reach(
             gemm_flops_per_s=full,
-            expert_flops_per_s=full * self.experts,
+            expert_flops_per_s=full * self.experts * self._narrow(d.arch.expert_mlp if d.arch.is_moe else 0),
             attention_flops_per_s=peak * self.attention * v * (self.sinks if d.arch.attention_sinks else 1.0),
             weight_bytes_per_s=bw * self.weights[fmt] * vm,
             kv_bytes_per_s=bw * self.kv * vm,
@@ -296,6 +299,11 @@ class EngineProfile:
         if not self.graph_max_seqs or r.graph_overhead_s == r.step_overhead_s:
             return r.step_overhead_s
         return select(self.captured(tokens, sequences), r.graph_overhead_s, r.step_overhead_s)
+
+    def _narrow(self, width: int) -> float:
+        """A routed expert's matmuls, `width` wide, reach width / (width + half) of a wide one's."""
+        h = self.expert_half_width
+        return width / (width + h) if h > 0 and width > 0 else 1.0
 
     def _small_m(self, flops_per_s: Num, m: Num) -> Num:
         """A matmul of M rows reaches M / (M + half_m) of a large one's rate."""
@@ -429,6 +437,9 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         attention=_num(w, "compute.attention", compute.get("attention", min(gemm.values())), _FRACTION),
         experts=_num(w, "compute.experts", compute.get("experts", 1.0), _FRACTION),
         sinks=_num(w, "compute.sinks", compute.get("sinks", 1.0), _FRACTION),
+        expert_half_width=_num(
+            w, "compute.expert_half_width", compute.get("expert_half_width", 0.0), (0.0, 1e5)
+        ),
         dequant={
             k: _num(w, f"compute.dequant.{k}", v, _FRACTION)
             for k, v in _table(w, compute, "dequant").items()
@@ -518,6 +529,7 @@ def profile_to_toml(p: EngineProfile) -> str:
                 "attention": p.attention,
                 "experts": p.experts,
                 "sinks": p.sinks,
+                "expert_half_width": p.expert_half_width,
                 "dequant": p.dequant,
             }
         ),
