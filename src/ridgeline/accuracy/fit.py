@@ -104,9 +104,10 @@ PARAMS = (
     Param("gemm.fp4", 0.05, 1.0, 0.5, _maths("fp4"), "fp4 matmuls, of the fp4 peak"),
     Param("attention", 0.05, 1.0, 0.5, _always, "attention kernels, of the peak"),
     Param("experts", 0.1, 1.0, 0.5, lambda r, d: d.arch.is_moe, "grouped expert matmuls against dense"),
+    # narrow experts fill fewer tensor-core tiles each: a wide prior about four 128-wide tiles
+    Param("expert_half_width", 16.0, 8192.0, 1.0, lambda r, d: d.arch.is_moe, "expert width at half rate"),
     # another kernel altogether (Triton's for FlashAttention's) may run at a fraction of the
     # usual one's rate: a wide prior, so that sink models' rows move this and not `attention`
-    Param("expert_half_width", 16.0, 8192.0, 1.0, lambda r, d: d.arch.is_moe, "expert width at half rate"),
     Param("sinks", 0.1, 1.0, 1.0, lambda r, d: d.arch.attention_sinks, "attention with sinks, of without"),
     Param("dequant.w8", 0.2, 1.0, 0.4, _dequant("w8"), "8-bit weight-only matmuls against 16-bit ones"),
     Param("dequant.w4", 0.2, 1.0, 0.4, _dequant("w4"), "4-bit weight-only matmuls against 16-bit ones"),
