@@ -26,8 +26,9 @@ BEYOND_GROUP = "TensorRT-LLM 1.0 docs"
 # a corpus row of that table for each precision: trtllm-bench offline, fp8 weights, maths and
 # KV (ModelOpt FP8), or NVFP4 weights and maths with an fp8 KV (ModelOpt FP4)
 FP8, FP4 = "C01", "D27"
-# Total output tokens/s of trtllm-bench throughput, FP8 (ModelOpt) checkpoints, by (model,
-# accelerator, TP) and (input, output); the requests per length pair are the doc's own.
+# Total output tokens/s of trtllm-bench throughput, ModelOpt FP8 or FP4 checkpoints, by
+# (template, model, accelerator, TP) and (input, output); the requests per length pair are
+# the doc's own.
 BEYOND_REQUESTS = {(128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (500, 2000): 3000,
                    (1000, 1000): 3000, (1000, 2000): 1500, (2048, 128): 3000, (2048, 2048): 1500,
                    (5000, 500): 1500, (20000, 2000): 1000}  # fmt: skip

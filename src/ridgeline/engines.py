@@ -266,7 +266,7 @@ class EngineProfile:
         full = peak * self.gemm_efficiency(d.prec.maths) * v * self.dequant_factor(fmt, d.prec.maths)
         return Reach(
             gemm_flops_per_s=full,
-            expert_flops_per_s=full * self.experts * self._narrow(d.arch.expert_mlp if d.arch.is_moe else 0),
+            expert_flops_per_s=full * self.experts * self._narrow(d.arch),
             attention_flops_per_s=peak * self.attention * v * (self.sinks if d.arch.attention_sinks else 1.0),
             weight_bytes_per_s=bw * self.weights[fmt] * vm,
             kv_bytes_per_s=bw * self.kv * vm,
@@ -300,10 +300,10 @@ class EngineProfile:
             return r.step_overhead_s
         return select(self.captured(tokens, sequences), r.graph_overhead_s, r.step_overhead_s)
 
-    def _narrow(self, width: int) -> float:
-        """A routed expert's matmuls, `width` wide, reach width / (width + half) of a wide one's."""
+    def _narrow(self, a: Architecture) -> float:
+        """A routed expert's matmuls, W wide, reach W / (W + expert_half_width) of a wide one's."""
         h = self.expert_half_width
-        return width / (width + h) if h > 0 and width > 0 else 1.0
+        return a.expert_mlp / (a.expert_mlp + h) if h > 0 and a.is_moe else 1.0
 
     def _small_m(self, flops_per_s: Num, m: Num) -> Num:
         """A matmul of M rows reaches M / (M + half_m) of a large one's rate."""

@@ -38,16 +38,20 @@ from ridgeline.models import get_model
 from ridgeline.request import decode_time_s
 from ridgeline.step import prefill_step
 
+RATE_KINDS = ("ttft_rate", "tpot_rate", "e2e_rate")  # open-loop runs at a rate
 KINDS = (
-    "ttft", "pp", "tg", "e2e", "gen_speed", "static_tput", "tpot", "ttft_load",
-    "ttft_rate", "tpot_rate", "e2e_rate", "offline_out", "offline_total",
+    "ttft", "pp", "tg", "e2e", "gen_speed", "static_tput", "tpot", "ttft_load", *RATE_KINDS,
+    "offline_out", "offline_total",
 )  # fmt: skip
+# the kinds whose quantity holds the first token's arrival: over HTTP, the profile's
+# first_token_s is in them (once)
+FIRST_TOKEN_KINDS = ("ttft", "ttft_load", "ttft_rate", "e2e_rate")
 REGIME = {  # which error band a kind's prediction belongs to
     "ttft": "prefill", "pp": "prefill", "ttft_load": "prefill",
     "tg": "decode", "e2e": "decode", "gen_speed": "decode", "tpot": "decode", "static_tput": "load",
-    # an open-loop run's medians wait in its queues and batches: the simulator's regime
-    "ttft_rate": "load", "tpot_rate": "load", "e2e_rate": "load",
     "offline_out": "load", "offline_total": "load",
+    # an open-loop run's medians wait in its queues and batches: the simulator's regime
+    **dict.fromkeys(RATE_KINDS, "load"),
 }  # fmt: skip
 # Rows kept in the corpus (the source printed them) but left out of fits and checks, and why.
 EXCLUDED = {
@@ -170,7 +174,7 @@ def deployment(row: Row, profile: EngineProfile | None) -> Deployment:
 def predict(row: Row, profile: EngineProfile | None, d: Deployment | None = None) -> float:
     """The row's quantity, predicted, in the row's unit."""
     d = d or deployment(row, profile)
-    http_s = d.ttft_offset_s if row.http else 0.0  # the profile's first-token cost
+    http_s = d.ttft_offset_s if row.http and row.kind in FIRST_TOKEN_KINDS else 0.0
     k = row.kind
     if k in ("ttft", "pp"):
         prefill_s = float(prefill_step(d, row.input, 1).time_s)
@@ -212,7 +216,7 @@ def _simulate(row: Row, d: Deployment) -> dict[str, Any]:
     if row.kind in ("tpot", "ttft_load"):
         n = max(row.requests, 4 * row.batch)
         w = Workload(prompt=prompt, output=output, concurrency=row.batch, requests=n, rate_per_s=None)
-    elif row.kind in ("ttft_rate", "tpot_rate", "e2e_rate"):  # arriving as a Poisson process
+    elif row.kind in RATE_KINDS:  # arriving as a Poisson process
         if row.rate is None or not row.rate > 0:
             raise RidgelineError(f"corpus row {row.id}: an open-loop row needs a rate above zero")
         n = row.requests

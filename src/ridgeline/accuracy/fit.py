@@ -80,7 +80,7 @@ def _served(r: Row, d: Any) -> bool:
 
 def _first_token(r: Row, d: Any) -> bool:
     """A row over HTTP whose quantity holds the first token's arrival."""
-    return r.http and r.kind in ("ttft", "ttft_load", "ttft_rate", "e2e_rate")
+    return r.http and r.kind in corpus.FIRST_TOKEN_KINDS
 
 
 def _graphed(r: Row, d: Any) -> bool:
