@@ -7,8 +7,9 @@ tables are its --markdown and --rows --markdown output, pasted by hand)
 
 --beyond predicts the cells of a corpus source's table that the corpus does not hold: the
 TensorRT-LLM 1.0 throughput table (perf-overview.md @00f37686): its FP8 cells for Llama 3.1
-8B and 70B on H100 and H200 (30 cells beside the corpus's 10), and its FP4 cells for Llama
-3.3 70B and Qwen3-30B-A3B on B200 and GB200 (37 beside 3). They are not independent of the
+8B and 70B on H100 and H200, and 405B at TP 8 on both (49 cells beside the corpus's 11), and
+its FP4 cells for Llama 3.3 70B and Qwen3-30B-A3B on B200 and GB200, and Llama 3.1 405B at
+TP 4 on both (57 beside 3). They are not independent of the
 fit (their source is in it), so the held-out figure, the profile fitted without that
 source, is the one to read: how well the model carries across lengths, and across models,
 within one engine version.
@@ -38,9 +39,13 @@ BEYOND = {
     (FP8, "llama-3.1-8b", "h200", 1): (27911, 26221, 18027, 20770, 17744, 16828, 3538, 12194, 3902, 1804),
     (FP8, "llama-3.1-70b", "h100-sxm", 2): (6378, 6651, 4199, 5222, 4205, 4146, 762, 3082, 898, 437),
     (FP8, "llama-3.1-70b", "h200", 1): (3803, 4336, 2872, 3666, 2909, 2994, 442, 2003, 566, 283),
+    (FP8, "llama-3.1-405b", "h200", 8): (3814, 5348, 4741, 4724, 3330, 3722, 456, 2948, 650, 505),
+    (FP8, "llama-3.1-405b", "h100-sxm", 8): (3627, 4340, 3116, 3994, 2919, 2895, 453, 2296, 610, 345),
     (FP4, "llama-3.1-70b", "b200", 1): (11147, 9922, 6831, 7762, 7007, 6271, 1339, 4783, 1459, 665),
     (FP4, "llama-3.1-70b", "gb200", 1): (12189, 11309, 7849, 9028, 7326, 6513, 1450, 5646, 1602, 755),
     (FP4, "qwen3-30b-a3b", "b200", 1): (39827, 37844, 24953, 27817, 25828, 22051, 6251, 17554, 6142, 2944),
+    (FP4, "llama-3.1-405b", "b200", 4): (6281, 8020, 6345, 6244, 5209, 4933, 749, 4212, 1048, 672),
+    (FP4, "llama-3.1-405b", "gb200", 4): (6740, 8151, 6608, 6540, 5389, 5135, 797, 4407, 1112, 739),
     (FP4, "qwen3-30b-a3b", "gb200", 1): (24107, 31311, 26337, 20604, 17481, 17177, 6595, 14719, 5908, 3203),
 }  # fmt: skip
 
@@ -124,6 +129,7 @@ def beyond() -> None:
     fold = report.fold_profile(fitted, report.folds()[by_id[FP8].engine][BEYOND_GROUP])
     errors: dict[str, list[float]] = {FP8: [], FP4: []}
     held_errors: dict[str, list[float]] = {FP8: [], FP4: []}
+    blocks: dict[tuple[str, str, str, int], tuple[list[float], list[float]]] = {}
     print(f"{'model':14} {'gpu':9} {'tp':>2} {'in/out':>11} {'measured':>9} {'predicted':>9} "
           f"{'error':>7} {'held out':>8}")  # fmt: skip
     for (template, model, gpu, tp), measured in BEYOND.items():
@@ -135,8 +141,15 @@ def beyond() -> None:
             pred, pred_held = corpus.predict(row, fitted), corpus.predict(row, fold)
             errors[template].append(corpus.error(row, pred))
             held_errors[template].append(corpus.error(row, pred_held))
+            block = blocks.setdefault((template, model, gpu, tp), ([], []))
+            block[0].append(errors[template][-1])
+            block[1].append(held_errors[template][-1])
             print(f"{model:14} {gpu:9} {tp:2} {f'{i}/{o}':>11} {value:9.0f} {pred:9.0f} "
                   f"{errors[template][-1]:+7.1%} {held_errors[template][-1]:+8.1%}")  # fmt: skip
+    print()
+    for (_, model, gpu, tp), (e, h) in blocks.items():
+        print(f"{model:14} {gpu:9} {tp:2} {len(e):2} cells: median |error| "
+              f"{report.median_abs(e):5.1%} fitted, {report.median_abs(h):5.1%} held out")  # fmt: skip
     print()
     for template, name in ((FP8, "FP8"), (FP4, "FP4")):
         e, h = errors[template], held_errors[template]
