@@ -17,9 +17,10 @@ from ridgeline.engines import builtin_engines
 HELD_OUT_MEDIAN = 0.13  # leave-one-source-out median |error| over the corpus (measured 12.1%)
 IN_SAMPLE_MEDIAN = 0.075  # the fitted profiles on their own rows (measured 6.8%)
 BAND_COVERAGE = (0.70, 0.90)  # the share of held-out rows inside their p10-p90 band (measured 74%)
-# The corpus's first 100 rows, before SGLang's open-loop runs (K04-K17, M01-M10) joined it,
-# held to where they were measured then (10.4%; 10.7% now)
-OPEN_LOOP = {f"K{i:02d}" for i in range(4, 18)} | {f"M{i:02d}" for i in range(1, 11)}
+# The corpus's first 100 rows, before SGLang's open-loop runs (K04-K17, M01-M10) and two
+# NVFP4 prefill-heavy cells (D31, D32) joined it, held to where they were measured then
+# (10.4%; 10.7% at the open-loop rows)
+LATER = {f"K{i:02d}" for i in range(4, 18)} | {f"M{i:02d}" for i in range(1, 11)} | {"D31", "D32"}
 FIRST_100_HELD_OUT_MEDIAN = 0.11
 
 
@@ -30,7 +31,7 @@ def checked() -> list[report.Checked]:
 
 def test_every_row_but_the_excluded_is_checked(checked: list[report.Checked]) -> None:
     published = corpus.rows()
-    assert len(checked) == len(published) == 124
+    assert len(checked) == len(published) == 126
     assert not {c.row.id for c in checked} & set(corpus.EXCLUDED)
     assert all(math.isfinite(c.predicted) and c.predicted > 0 for c in checked)
 
@@ -38,7 +39,7 @@ def test_every_row_but_the_excluded_is_checked(checked: list[report.Checked]) ->
 def test_held_out_error_stays_where_it_was_measured(checked: list[report.Checked]) -> None:
     assert report.median_abs([c.held_out_error for c in checked]) <= HELD_OUT_MEDIAN
     assert report.median_abs([c.error for c in checked]) <= IN_SAMPLE_MEDIAN
-    first = [c.held_out_error for c in checked if c.row.id not in OPEN_LOOP]
+    first = [c.held_out_error for c in checked if c.row.id not in LATER]
     assert len(first) == 100 and report.median_abs(first) <= FIRST_100_HELD_OUT_MEDIAN
 
 

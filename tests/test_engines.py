@@ -484,3 +484,52 @@ def test_narrow_experts_reach_a_share_of_a_wide_experts_rate(
 
     again = get_engine(write_profile(tmp_path, profile_to_toml(get_engine(narrow)), "again.toml"))
     assert again.expert_half_width == 768
+
+
+TILED_GPUS = """
+[tile64]
+peak_flops = { bf16 = 989e12 }
+bandwidth_bytes_per_s = 3.35e12
+memory_bytes = 85_899_345_920
+
+[tile128]
+peak_flops = { bf16 = 989e12 }
+bandwidth_bytes_per_s = 3.35e12
+memory_bytes = 85_899_345_920
+mma_rows = 128
+"""
+
+
+def test_a_taller_tensor_core_tile_pads_a_short_matmul_further(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A matmul of M tokens reaches M / (M + half_m x mma_rows / 64) of its rate: with a
+    half_m of 100, two accelerators alike but for a tile of 64 or 128 rows run a prefill's
+    matmuls in (M + 100) / M and (M + 200) / M times their FLOPs over the peak, and its
+    attention (a perfect profile's, at the full peak) the same on both."""
+    gpus = write_profile(tmp_path, TILED_GPUS, "gpus.toml")
+    engine = write_profile(tmp_path, PERFECT.replace("half_m_tokens = 0.0", "half_m_tokens = 100.0"))
+    tokens = 300
+
+    def prefill(gpu: str) -> Any:
+        shape = ("--gpu", gpu, "--gpu-file", gpus, "--prompt-tokens", str(tokens), "--engine", engine)
+        return run_json(capsys, "estimate", *shape)["prefill"]
+
+    short, tall = prefill("tile64"), prefill("tile128")
+    attention_s = short["attention_flops"] / H100_SXM_BF16_FLOPS
+    assert tall["attention_flops"] == short["attention_flops"]
+    matmul_short, matmul_tall = short["compute_s"] - attention_s, tall["compute_s"] - attention_s
+    assert matmul_tall / matmul_short == pytest.approx((tokens + 200) / (tokens + 100), rel=1e-12)
+    listed = run_json(capsys, "gpus", "--gpu-file", gpus)
+    assert (listed["tile64"]["mma_rows"], listed["tile128"]["mma_rows"]) == (64, 128)
+    assert (listed["b200"]["mma_rows"], listed["h200"]["mma_rows"]) == (128, 64)
+
+
+@pytest.mark.parametrize("rows", ["0", "2000", "96.5", "true", '"tall"'])
+def test_a_tile_that_no_tensor_core_has_is_one_line_and_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: str
+) -> None:
+    gpus = write_profile(tmp_path, TILED_GPUS.replace("mma_rows = 128", f"mma_rows = {rows}"), "gpus.toml")
+    assert main(["estimate", "--gpu", "tile128", "--gpu-file", gpus]) == 2
+    err = capsys.readouterr().err
+    assert "mma_rows" in err and err.count("\n") == 1 and "Traceback" not in err

@@ -12,8 +12,11 @@ waits for attention to read the KV cache: roofline.time_work),
 
 and falls short of the roofline for reasons each of which has a physical term here:
 
-    GEMM FLOP/s      = peak(dtype) x gemm[dtype] x vendor x M / (M + half_m)
-                       (M: tokens in the pass; a skinny matmul cannot fill the tensor cores;
+    GEMM FLOP/s      = peak(dtype) x gemm[dtype] x vendor x M / (M + half_m x mma_rows / 64)
+                       (M: tokens in the pass; a skinny matmul cannot fill the tensor cores,
+                       whose tiles are the accelerator's mma_rows tall: 64 for Hopper's wgmma
+                       and older parts, 128 for datacentre Blackwell's tcgen05, which pads a
+                       short matmul twice as far;
                        a MoE's routed experts: x experts x W / (W + expert_half_width), with
                        M the tokens routed to each and W an expert's width: 768-wide experts
                        fill the tensor cores less than 14,336-wide ones)
@@ -65,7 +68,7 @@ from ridgeline.architecture import Architecture
 from ridgeline.checks import check_number
 from ridgeline.efficiency import Rates
 from ridgeline.errors import RidgelineError, unknown_name
-from ridgeline.hardware import FALLBACK, Accelerator
+from ridgeline.hardware import FALLBACK, REFERENCE_MMA_ROWS, Accelerator
 from ridgeline.ledger import Pass, Work, weight_bytes_per_param
 from ridgeline.parallel import Parallel
 from ridgeline.precision import BITS, Precision
@@ -164,6 +167,7 @@ class Reach:
     collective_latency_s: float
     link_bytes_per_s: float
     graph_overhead_s: float  # step_overhead_s of a decode step replayed as a CUDA graph
+    half_m_tokens: float = 0.0  # the profile's half_m_tokens scaled by the accelerator's tile
 
 
 @dataclass(frozen=True)
@@ -274,12 +278,13 @@ class EngineProfile:
             collective_latency_s=self.latency_s(d.hw.link_kind),
             link_bytes_per_s=d.hw.interconnect_bytes_per_s * self.link_efficiency,
             graph_overhead_s=self.step_overhead_s(d.arch.layers, d.par.tp, graphed=True),
+            half_m_tokens=self.half_m_tokens * d.hw.mma_rows / REFERENCE_MMA_ROWS,
         )
 
     def rates(self, d: Deployed, tokens: Num, sequences: Num = 1) -> Rates:
         """What a pass of `tokens` new tokens over `sequences` sequences reaches on `d`."""
         r = d.engine_reach if d.engine is self else self.reach(d)
-        gemm = self._small_m(r.gemm_flops_per_s, tokens)
+        gemm = _small_m(r.gemm_flops_per_s, tokens, r.half_m_tokens)
         a = d.arch  # a routed expert's matmul sees only the tokens routed to it
         routed = tokens * a.experts_per_token / a.experts if a.is_moe else tokens
         return Rates(
@@ -290,7 +295,7 @@ class EngineProfile:
             overhead_s=self._launches_s(r, tokens, sequences) + self.per_sequence_s * sequences,
             collective_latency_s=r.collective_latency_s,
             link_bytes_per_s=r.link_bytes_per_s,
-            expert_flops_per_s=self._small_m(r.expert_flops_per_s, routed) if a.is_moe else gemm,
+            expert_flops_per_s=_small_m(r.expert_flops_per_s, routed, r.half_m_tokens) if a.is_moe else gemm,
             apart=True,
         )
 
@@ -304,10 +309,6 @@ class EngineProfile:
         """A routed expert's matmuls, W wide, reach W / (W + expert_half_width) of a wide one's."""
         h = self.expert_half_width
         return a.expert_mlp / (a.expert_mlp + h) if h > 0 and a.is_moe else 1.0
-
-    def _small_m(self, flops_per_s: Num, m: Num) -> Num:
-        """A matmul of M rows reaches M / (M + half_m) of a large one's rate."""
-        return flops_per_s * m / (m + self.half_m_tokens) if self.half_m_tokens > 0 else flops_per_s
 
     def server_s(self, requests: Num, prompt_tokens: Num, streamed_tokens: Num) -> Num:
         """The time the server's one process needs for these requests, their prompts and
@@ -325,6 +326,11 @@ class EngineProfile:
     def band(self, regime: str) -> tuple[float, float] | None:
         """(p10, p90) of measured / predicted in a regime, when the corpus gave one."""
         return self.uncertainty.get(regime)
+
+
+def _small_m(flops_per_s: Num, m: Num, half_m: float) -> Num:
+    """A matmul of M rows reaches M / (M + half_m) of a large one's rate."""
+    return flops_per_s * m / (m + half_m) if half_m > 0 else flops_per_s
 
 
 # --- reading profiles -------------------------------------------------------------------

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 LINKS = ("nvlink", "pcie", "xgmi", "none")
 FALLBACK = {"fp16": ("bf16",), "bf16": ("fp16",), "fp16acc16": ("fp16", "bf16")}  # same-rate dtypes
+REFERENCE_MMA_ROWS = 64  # a tensor-core tile's rows where none is stated (Hopper's wgmma)
+MAX_MMA_ROWS = 1024
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,10 @@ class Accelerator:
     source: str = ""
     link: str = ""  # nvlink, pcie, xgmi or none: the kind of link between the GPUs
     vendor: str = ""  # nvidia, amd, cpu, apple: whose software stack runs on it
+    # The rows of its tensor cores' matrix tile, which a matmul of fewer tokens pads to:
+    # 64 (Hopper's wgmma, and the reference for every older or other part) or 128
+    # (datacentre Blackwell's tcgen05). An engine profile's small-M falloff scales with it.
+    mma_rows: int = 64
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -104,6 +110,7 @@ def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
             source=str(entry.get("source", where)),
             link=str(entry.get("link", "")).lower(),
             vendor=str(entry.get("vendor", "")).lower(),
+            mma_rows=_rows(name, entry.get("mma_rows", REFERENCE_MMA_ROWS), where),
         )
     except KeyError as exc:
         raise RidgelineError(
@@ -118,6 +125,16 @@ def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
         ) from None
     check_accelerator(acc)
     return acc
+
+
+def _rows(name: str, value: Any, where: str) -> int:
+    """A tile's rows: a whole number from 1 to 1,024, or one line naming the field."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_MMA_ROWS:
+        raise RidgelineError(
+            f"{name} mma_rows in {where} must be a whole number from 1 to {MAX_MMA_ROWS:,} "
+            f"such as 64, got {value!r:.60}"
+        )
+    return value
 
 
 def _figure(field: str, value: Any, where: str) -> float:
