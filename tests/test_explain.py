@@ -96,3 +96,15 @@ def test_kv_per_gpu_at_tp16_is_what_the_plan_holds() -> None:
     assert e.decode.kv_bytes_per_gpu == pytest.approx((2000 + 1) * per_token / 8)
     # the plan holds the whole context (prompt + output) at the same split
     assert e.memory.per_gpu.kv_bytes == pytest.approx(2500 * per_token / 8)
+
+
+def test_no_suggestion_of_int4_where_it_would_not_be_faster() -> None:
+    """NVFP4 weights (4.5 bits with their scales) are a little wider than int4-g128 (4.125):
+    a step would be about 4.5 / 4.125 = 1.09x faster at most, so the advice names no int4;
+    from bf16 (16 bits) it does, and the figure is the two steps' ratio."""
+    shape = {"model": "llama-3.1-70b", "gpu": "b200", "kv_dtype": "fp8", "batch": 64, "prompt": 200}
+    fp4 = estimate(**shape, weights="fp4-g32", maths="fp4")
+    assert "Weight reads dominate decode" in fp4.explain[-1]
+    assert "int4-g128" not in fp4.explain[-1]
+    wide = estimate(**shape, weights="bf16")
+    assert "int4-g128 weights would make each step" in wide.explain[-1]

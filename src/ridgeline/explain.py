@@ -12,6 +12,8 @@ from ridgeline.request import Timeline
 from ridgeline.roofline import StepTime
 from ridgeline.step import decode_step
 
+WORTH_SAYING = 1.1  # the least speed-up a suggestion names: below it, it would read "1.0x faster"
+
 
 def _side(step: StepTime, m: Deployment) -> str:
     i = float(step.intensity)
@@ -81,5 +83,6 @@ def _advice(
     if m.prec.weight_bytes_per_param > Precision("int4-g128").weight_bytes_per_param:
         int4 = replace(m, prec=Precision("int4-g128", m.prec.maths, m.prec.kv))
         faster = float(t.first_decode.time_s) / float(decode_step(int4, prompt, batch).time_s)
-        advice += f"; int4-g128 weights would make each step {faster:.1f}x faster"
+        if faster >= WORTH_SAYING:  # not from 4.5-bit weights to 4.125 ("1.0x faster")
+            advice += f"; int4-g128 weights would make each step {faster:.1f}x faster"
     return advice + "."
