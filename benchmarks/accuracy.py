@@ -127,9 +127,8 @@ def beyond() -> None:
     held = {(r.model, r.gpu, r.tp, r.input, r.output) for r in rows if r.group == BEYOND_GROUP}
     fitted = builtin_engines()[by_id[FP8].engine]
     fold = report.fold_profile(fitted, report.folds()[by_id[FP8].engine][BEYOND_GROUP])
-    errors: dict[str, list[float]] = {FP8: [], FP4: []}
-    held_errors: dict[str, list[float]] = {FP8: [], FP4: []}
-    blocks: dict[tuple[str, str, str, int], tuple[list[float], list[float]]] = {}
+    # per block (template, model, accelerator, TP): each cell's error fitted and held out
+    blocks: dict[tuple[str, str, str, int], list[tuple[float, float]]] = {}
     print(f"{'model':14} {'gpu':9} {'tp':>2} {'in/out':>11} {'measured':>9} {'predicted':>9} "
           f"{'error':>7} {'held out':>8}")  # fmt: skip
     for (template, model, gpu, tp), measured in BEYOND.items():
@@ -139,23 +138,25 @@ def beyond() -> None:
             row = replace(by_id[template], id="beyond", model=model, gpu=gpu, tp=tp, input=i, output=o,
                           requests=BEYOND_REQUESTS[i, o], measured=float(value))  # fmt: skip
             pred, pred_held = corpus.predict(row, fitted), corpus.predict(row, fold)
-            errors[template].append(corpus.error(row, pred))
-            held_errors[template].append(corpus.error(row, pred_held))
-            block = blocks.setdefault((template, model, gpu, tp), ([], []))
-            block[0].append(errors[template][-1])
-            block[1].append(held_errors[template][-1])
+            error, held_error = corpus.error(row, pred), corpus.error(row, pred_held)
+            blocks.setdefault((template, model, gpu, tp), []).append((error, held_error))
             print(f"{model:14} {gpu:9} {tp:2} {f'{i}/{o}':>11} {value:9.0f} {pred:9.0f} "
-                  f"{errors[template][-1]:+7.1%} {held_errors[template][-1]:+8.1%}")  # fmt: skip
+                  f"{error:+7.1%} {held_error:+8.1%}")  # fmt: skip
     print()
-    for (_, model, gpu, tp), (e, h) in blocks.items():
-        print(f"{model:14} {gpu:9} {tp:2} {len(e):2} cells: median |error| "
-              f"{report.median_abs(e):5.1%} fitted, {report.median_abs(h):5.1%} held out")  # fmt: skip
+    for (_, model, gpu, tp), cells in blocks.items():
+        print(f"{model:14} {gpu:9} {tp:2} {len(cells):2} cells: " + _medians(cells, "fitted"))
     print()
     for template, name in ((FP8, "FP8"), (FP4, "FP4")):
-        e, h = errors[template], held_errors[template]
-        print(f"{name}: {len(e)} cells: median |error| {report.median_abs(e):.1%} with the fitted profile, "
-              f"{report.median_abs(h):.1%} held out; median signed {statistics.median(e):+.1%}, "
-              f"{statistics.median(h):+.1%}")  # fmt: skip
+        cells = [c for key, block in blocks.items() if key[0] == template for c in block]
+        print(f"{name}: {len(cells)} cells: " + _medians(cells, "with the fitted profile")
+              + f"; median signed {statistics.median(e for e, _ in cells):+.1%}, "
+              f"{statistics.median(h for _, h in cells):+.1%}")  # fmt: skip
+
+
+def _medians(cells: list[tuple[float, float]], fitted: str) -> str:
+    """The median |error| of the cells, fitted and held out."""
+    e, h = [c[0] for c in cells], [c[1] for c in cells]
+    return f"median |error| {report.median_abs(e):.1%} {fitted}, {report.median_abs(h):.1%} held out"
 
 
 if __name__ == "__main__":

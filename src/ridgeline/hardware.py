@@ -20,6 +20,7 @@ from ridgeline.checks import (
     PEAK_FLOPS_RANGE,
     check_number,
     check_price,
+    check_size,
 )
 from ridgeline.errors import RidgelineError, unknown_name
 
@@ -52,7 +53,7 @@ class Accelerator:
     # The rows of its tensor cores' matrix tile, which a matmul of fewer tokens pads to:
     # 64 (Hopper's wgmma, and the reference for every older or other part) or 128
     # (datacentre Blackwell's tcgen05). An engine profile's small-M falloff scales with it.
-    mma_rows: int = 64
+    mma_rows: int = REFERENCE_MMA_ROWS
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -110,7 +111,9 @@ def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
             source=str(entry.get("source", where)),
             link=str(entry.get("link", "")).lower(),
             vendor=str(entry.get("vendor", "")).lower(),
-            mma_rows=_rows(name, entry.get("mma_rows", REFERENCE_MMA_ROWS), where),
+            mma_rows=check_size(
+                f"{name} mma_rows in {where}", entry.get("mma_rows", REFERENCE_MMA_ROWS), maximum=MAX_MMA_ROWS
+            ),
         )
     except KeyError as exc:
         raise RidgelineError(
@@ -125,16 +128,6 @@ def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
         ) from None
     check_accelerator(acc)
     return acc
-
-
-def _rows(name: str, value: Any, where: str) -> int:
-    """A tile's rows: a whole number from 1 to 1,024, or one line naming the field."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_MMA_ROWS:
-        raise RidgelineError(
-            f"{name} mma_rows in {where} must be a whole number from 1 to {MAX_MMA_ROWS:,} "
-            f"such as 64, got {value!r:.60}"
-        )
-    return value
 
 
 def _figure(field: str, value: Any, where: str) -> float:
