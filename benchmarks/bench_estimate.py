@@ -12,7 +12,8 @@ RIDGEPOINT=/path/to/ridgepoint).
 In process, one request (Llama 3.1 8B on an H100 SXM, 2,000 tokens in, 500 out) is priced
 in a loop by each tool in its own Python, in the same interleaved rounds: ridgeline's
 `estimate()` (the timeline: TTFT, TPOT and the rest derive from it on first use) and
-`estimate().to_dict()` (every part, the memory plan and the explanation too), ridgepoint's
+`estimate().to_dict()` (every part, the memory plan and the explanation too), a sweep of
+estimates each of another request (the same deployment by name), ridgepoint's
 `fit` (a Rust extension: RIDGEPOINT_PYTHON=/path/to/python, or installed beside ridgeline)
 and llm-analysis's `LLMAnalysis(...).inference` (its catalogue has no Llama 3 and its model
 config cannot hold an MLP of 3.5 x hidden, so its Llama 2 7B at the same 60% / 80%
@@ -39,6 +40,13 @@ CALLS = {
     "ridgeline": "from ridgeline import estimate\ncall = estimate",
     # The result's other parts are derived on first use; this asks for every one of them.
     "ridgeline_whole": "from ridgeline import estimate\ncall = lambda: estimate().to_dict()",
+    # A sweep: each call another request (prompts of 100-8,099 tokens, outputs of 50-2,049).
+    "ridgeline_sweep": """
+from itertools import count
+from ridgeline import estimate
+i = count()
+call = lambda: estimate(prompt=100 + next(i) * 37 % 8000, output=50 + next(i) * 13 % 2000)
+""",
     "ridgepoint": "import ridgepoint\ncall = lambda: ridgepoint.fit('llama-3-8b', 'h100-80gb')",
     "llm_analysis": """
 import logging
@@ -70,7 +78,7 @@ print(statistics.median(times))
 def tool_pythons() -> dict[str, str]:
     """The Python each tool runs in: this one for ridgeline; a peer's from its variable, or
     this one when the peer is installed here; peers found nowhere are left out."""
-    found = {"ridgeline": sys.executable, "ridgeline_whole": sys.executable}
+    found = {tool: sys.executable for tool in ("ridgeline", "ridgeline_whole", "ridgeline_sweep")}
     for tool, variable in (("ridgepoint", "RIDGEPOINT_PYTHON"), ("llm_analysis", "LLM_ANALYSIS_PYTHON")):
         python = os.environ.get(variable)
         if python or importlib.util.find_spec(tool) is not None:
@@ -131,6 +139,7 @@ if __name__ == "__main__":
     bare = cold["bare_python"]
     est = calls["ridgeline"]
     report: dict[str, float] = {"estimate_in_process_s": est, "estimate_to_dict_s": calls["ridgeline_whole"]}
+    report["estimate_sweep_in_process_s"] = calls["ridgeline_sweep"]
     if "ridgepoint" in calls:
         report["ridgepoint_fit_in_process_s"] = calls["ridgepoint"]
         report["in_process_over_ridgepoint"] = est / calls["ridgepoint"]

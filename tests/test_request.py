@@ -18,6 +18,7 @@ import pytest
 
 from ridgeline import estimate
 from ridgeline.deployment import Deployment
+from ridgeline.errors import RidgelineError
 from ridgeline.request import decode_segments, decode_time_s, request_timeline
 from ridgeline.step import decode_step
 from ridgeline.sweep import GRID_BLOCK, decode_grid
@@ -41,9 +42,10 @@ REQUESTS = [(2000, 500, 1), (100, 5000, 64), (500, 30, 256), (4000, 300, 8), (3,
 @pytest.mark.parametrize(("model", "gpu", "options"), DEPLOYMENTS, ids=lambda v: str(v))
 def test_the_closed_form_is_the_sum_of_each_steps_own_price(model: str, gpu: str, options: dict) -> None:
     """The sum is compared with an exactly rounded sum (math.fsum) of every step priced on
-    its own. The closed form reads each line's slope off two steps one token apart, each
-    rounded to within an epsilon of its time, so the slope errs by up to 2 epsilon of a
-    step, and over n steps that error adds up to n^2/2 slopes: n epsilon of the total."""
+    its own. The closed form reads each line at the start of its run of contexts and 4,096
+    contexts on (or at the run's last), each rounded to within an epsilon of its time: the
+    climb errs by two roundings of a step over the span, the line at the prompt by a few
+    roundings of a step, and over n steps that adds up to within n epsilon of the total."""
     d = Deployment.build(model, gpu, **options)
     for prompt, output, batch in REQUESTS:
         if prompt + output > d.arch.max_context:
@@ -99,6 +101,43 @@ def test_a_grid_larger_than_a_block_is_priced_as_one_pass() -> None:
     square = decode_grid(d, np.array([[1], [8], [64]]), np.array([0, 100, 2000, 16_000]))
     assert square.shape == (3, 4)
     assert square[2, 3] == decode_step(d, 16_000.0, 64.0).time_s
+
+
+def test_a_deployment_built_again_from_the_same_names_is_the_one_built_before() -> None:
+    """`Deployment.build` keeps what it built: the same names and choices give the same
+    deployment, with what it has worked out; any other choice gives another one, and a
+    choice it refused is refused again (True is not a TP degree, though it equals 1)."""
+    d = Deployment.build("llama-3.1-70b", "h100-sxm", tp=4, weights="fp8")
+    assert Deployment.build("llama-3.1-70b", "h100-sxm", tp=4, weights="fp8") is d
+    for other in ({"tp": 2}, {"weights": "bf16"}, {"kv_dtype": "fp8"}, {"compute_eff": 0.5}):
+        assert Deployment.build("llama-3.1-70b", "h100-sxm", **{"tp": 4, "weights": "fp8", **other}) is not d
+    assert Deployment.build("llama-3.1-70b", "h200", tp=4, weights="fp8") is not d
+    assert Deployment.build(engine="vllm") is Deployment.build(engine="vllm") is not Deployment.build()
+    Deployment.build(tp=1)
+    with pytest.raises(RidgelineError, match="--tp must be a whole number"):
+        Deployment.build(tp=True)
+
+
+def test_a_run_of_decode_steps_is_read_once_per_deployment_and_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first request on a deployment prices its prefill and two steps of its run of
+    contexts (where its lines start and how they climb); a second request of the same batch
+    prices only its prefill, and a new batch reads its own run. The first decode step is
+    priced only when asked for, and is then the step's own price."""
+    import ridgeline.step
+
+    d = Deployment.build("qwen3-8b", "h200", tp=2)
+    d.kept.clear()  # as if new: another test may have asked it before
+    priced: list[float] = []
+    real = ridgeline.step.price
+    monkeypatch.setattr(ridgeline.step, "price", lambda m, p: priced.append(p.tokens) or real(m, p))
+    first = request_timeline(d, 2000, 500)
+    assert priced == [2000, 1, 1]
+    second = request_timeline(d, 300, 40)
+    assert priced[3:] == [300]
+    request_timeline(d, 300, 40, 8)
+    assert priced[4:] == [2400, 8, 8]
+    assert second.decode_s != first.decode_s and len(priced) == 7
+    assert first.first_decode.time_s == decode_step(d, 2000).time_s and len(priced) == 9
 
 
 def test_a_gpu_file_edited_between_estimates_is_read_again(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from ridgeline.precision import Precision, make_precision
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # engine profiles and calibrations load when a deployment names one
     from pathlib import Path
+    from typing import Any
 
     from ridgeline.calibration import Calibration
     from ridgeline.engines import EngineProfile, Reach, Scheduler
@@ -79,6 +80,20 @@ class Deployment:
             if isinstance(gpu, Accelerator)
             else get_accelerator(gpu, gpu_file, peak_tflops, bandwidth_tbs, memory_gb)
         )
+        if engine is not None:
+            from ridgeline.engines import EngineProfile, get_engine
+
+            if not isinstance(engine, EngineProfile):
+                engine = get_engine(engine)
+        # The same parts and choices as a deployment built and checked before: that one.
+        key: tuple[Any, ...] | None = None
+        if calibration is None:
+            sizes = (type(tp), tp, type(pp), pp, type(ep), ep)
+            effs = (type(compute_eff), compute_eff, type(bandwidth_eff), bandwidth_eff)
+            key = (id(arch), id(hw), id(engine), weights, maths, kv_dtype, *sizes, preset, method, *effs)
+            built = _BUILT.get(key)
+            if built is not None:
+                return built
         if weights is None:  # bf16, or the stored mix of a GGUF file
             weights = "bf16" if arch.file_bytes_per_param is None else "file"
         if weights == "file" and arch.file_bytes_per_param is None:
@@ -107,17 +122,18 @@ class Deployment:
         if method not in METHODS:
             raise unknown_name("timing method", method, METHODS, "ridgeline estimate --help")
         if engine is not None:
-            from ridgeline.engines import EngineProfile, get_engine
-
-            if not isinstance(engine, EngineProfile):
-                engine = get_engine(engine)
             if calibration is not None:
                 raise RidgelineError("--engine and --calibration both set the rates: give one")
             engine.check_runs_on(hw)
-        return cls(
+        built = cls(
             arch=arch, prec=prec, hw=hw, par=par, eff=eff, method=method, preset=preset, calibration=source,
             engine=engine,
         )  # fmt: skip
+        if key is not None:
+            if len(_BUILT) >= BUILT_KEPT:
+                del _BUILT[next(iter(_BUILT))]  # the oldest
+            _BUILT[key] = built
+        return built
 
     @property
     def peak_flops(self) -> float:
@@ -130,6 +146,12 @@ class Deployment:
         return flat_rates(
             self.eff, self.peak_flops, self.hw.bandwidth_bytes_per_s, self.hw.interconnect_bytes_per_s
         )
+
+    @cached_property
+    def kept(self) -> dict[Any, Any]:
+        """What the core works out once on this deployment and keeps for the next ask
+        (request.py keeps each decode run's slopes here, by batch and run of contexts)."""
+        return {}
 
     @cached_property
     def engine_reach(self) -> Reach:
@@ -181,3 +203,13 @@ class Deployment:
         if method not in METHODS:
             raise unknown_name("timing method", method, METHODS, "ridgeline estimate --help")
         return replace(self, method=method)
+
+
+# A deployment built from the same parts (model, accelerator, engine profile) and the same
+# choices is the one built before: `build` hands it back, with what it keeps (its rates,
+# `kept`), so a loop of estimates by name checks and works each of those out once. Keyed by
+# the parts' identities (a kept deployment holds its parts, so no other object can take
+# their ids while it is here) and by the choices' values and types. A calibration is read
+# from its file each time, and is not kept.
+BUILT_KEPT = 1024
+_BUILT: dict[tuple[Any, ...], Deployment] = {}

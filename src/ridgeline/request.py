@@ -8,7 +8,9 @@ definition the simulator and the measurement client share.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from ridgeline._num import sum_of_max_lines
 from ridgeline.deployment import Deployment
@@ -19,14 +21,21 @@ from ridgeline.step import decode_step, prefill_step, rooflines, step_rooflines
 
 @dataclass(frozen=True)
 class Timeline:
-    """One request: its prefill, its first decode step, and all its decode steps together."""
+    """One request: its prefill, all its decode steps together, and its first decode step
+    (priced when first asked for: the sum does not need it)."""
 
     prefill: StepTime
-    first_decode: StepTime
     decode_s: float  # all decode steps together
     steps: int
+    deployment: Deployment = field(repr=False)
+    prompt: int = 0
+    batch: int = 1
 
     offset_s: float = 0.0  # fixed time before the first token (network, queueing)
+
+    @cached_property
+    def first_decode(self) -> StepTime:
+        return decode_step(self.deployment, self.prompt, self.batch)
 
     @property
     def ttft_s(self) -> float:
@@ -50,23 +59,75 @@ def decode_time_s(m: Deployment, prompt: int, output: int, batch: int = 1) -> fl
     and in closed form. Between the edges of the sliding windows, every roofline a step
     takes the maximum of (the pass, or each operator) has compute and memory terms affine in
     the context, so each roofline's sum is two arithmetic series split where its two lines
-    cross; the affine terms are read off the step price at two neighbouring contexts."""
+    cross (`DecodeRun` holds the lines)."""
     return sum(_segment_s(m, c0, n, batch) for c0, n in decode_segments(m, prompt, output))
 
 
-def _segment_s(m: Deployment, c0: int, n: int, batch: int, here: StepTime | None = None) -> float:
+def _segment_s(m: Deployment, c0: int, n: int, batch: int) -> float:
     """n decode steps from context c0, whose terms are affine in the context."""
-    here = here or decode_step(m, c0, batch)
-    if m.method == "lesson":  # the step price's own rooflines are all it takes
-        here_lines, there_lines = step_rooflines(here), step_rooflines(decode_step(m, c0 + 1, batch))
-    else:
-        here_lines = rooflines(m, uniform(m.arch, 1, c0, batch))
-        there_lines = rooflines(m, uniform(m.arch, 1, c0 + 1, batch))
-    lines = [(a, c, b, d) for (a, b), (c, d) in zip(here_lines, there_lines, strict=True)]
-    total = n * (float(here.comm_s) + here.overhead_s)
-    for c_a, c_b, m_a, m_b in lines:
-        total += sum_of_max_lines(float(c_a), float(c_b - c_a), float(m_a), float(m_b - m_a), n)
+    if n == 1:  # one step: its own price
+        return float(decode_step(m, c0, batch).time_s)
+    run = decode_run(m, c0, batch)
+    total = n * run.fixed_s
+    for c, dc, b, db in run.lines:
+        total += sum_of_max_lines(c + dc * (c0 - run.start), dc, b + db * (c0 - run.start), db, n)
     return total
+
+
+@dataclass(frozen=True)
+class DecodeRun:
+    """The decode steps of one batch over a run of contexts between two window edges: each
+    roofline's compute and memory seconds at the run's start and per token of context
+    beyond it, (compute, d compute, memory, d memory), and the seconds that do not climb
+    (communication and fixed overhead)."""
+
+    start: int
+    lines: tuple[tuple[float, float, float, float], ...]
+    fixed_s: float
+
+
+RUN_SPAN = 4096  # contexts between the two steps an unbounded run's lines are read from
+
+
+def decode_run(m: Deployment, context: int, batch: int = 1) -> DecodeRun:
+    """The run of contexts that holds `context`, read once per deployment and batch (kept
+    on the deployment) from two steps far apart in it: the climb of each line is then
+    exact to a rounding of the farther step's time over the span, where two neighbouring
+    steps would leave it a rounding of a whole step."""
+    edges = m.arch.window_edges
+    i = bisect_right(edges, context)
+    lo = edges[i - 1] if i else 0
+    hi = edges[i] - 1 if i < len(edges) else lo + RUN_SPAN  # the run's last context
+    key = ("decode run", batch, lo)
+    kept = m.kept
+    run = kept.get(key)
+    if run is None:
+        first = decode_step(m, lo, batch)
+        there = _lines(m, hi, batch)
+        span = max(hi - lo, 1)  # a run of one context (between w - 1 and w) never climbs
+        lines = tuple(
+            (c1, (c2 - c1) / span, b1, (b2 - b1) / span)
+            for (c1, b1), (c2, b2) in zip(_lines(m, lo, batch, first), there, strict=True)
+        )
+        run = DecodeRun(lo, lines, float(first.comm_s) + first.overhead_s)
+        if len(kept) >= KEPT_RUNS:
+            kept.clear()
+        kept[key] = run
+    return run
+
+
+KEPT_RUNS = 4096  # per deployment; a sweep over more batches starts again
+
+
+def _lines(
+    m: Deployment, context: int, batch: int, step: StepTime | None = None
+) -> list[tuple[float, float]]:
+    """Each roofline's (compute, memory) seconds of the decode step at this context."""
+    if m.method == "lesson":  # the step price's own rooflines are all it takes
+        lines = step_rooflines(step or decode_step(m, context, batch))
+    else:
+        lines = rooflines(m, uniform(m.arch, 1, context, batch))
+    return [(float(c), float(b)) for c, b in lines]
 
 
 def decode_segments(m: Deployment, prompt: int, output: int) -> list[tuple[int, int]]:
@@ -81,16 +142,13 @@ def decode_segments(m: Deployment, prompt: int, output: int) -> list[tuple[int, 
 
 
 def request_timeline(m: Deployment, prompt: int, output: int, batch: int = 1) -> Timeline:
-    first = decode_step(m, prompt, batch)
-    (c0, n), *rest = decode_segments(m, prompt, output)
-    decode_s = _segment_s(m, c0, n, batch, first)
-    if rest:  # runs past a sliding window's edges
-        decode_s += sum(_segment_s(m, c, k, batch) for c, k in rest)
     return Timeline(
         prefill=prefill_step(m, prompt, batch),
-        first_decode=first,
-        decode_s=decode_s,
+        decode_s=decode_time_s(m, prompt, output, batch),
         steps=output,
+        deployment=m,
+        prompt=prompt,
+        batch=batch,
         offset_s=m.ttft_offset_s,
     )
 
