@@ -140,6 +140,24 @@ def test_a_run_of_decode_steps_is_read_once_per_deployment_and_batch(monkeypatch
     assert first.first_decode.time_s == decode_step(d, 2000).time_s and len(priced) == 9
 
 
+def test_what_deployments_keep_is_bounded() -> None:
+    """At most BUILT_KEPT deployments are kept, and KEPT_RUNS decode runs on each: past that
+    the oldest deployment is built afresh and a deployment's runs are read again, to the
+    same numbers."""
+    from ridgeline import deployment, request
+
+    d = Deployment.build("mistral-7b", "l40s")
+    batches = range(1, request.KEPT_RUNS + 2)
+    sums = [decode_time_s(d, 100, 50, b) for b in batches]
+    assert 0 < len(d.kept) <= request.KEPT_RUNS
+    assert [decode_time_s(d, 100, 50, b) for b in batches] == sums
+    for i in range(deployment.BUILT_KEPT):
+        Deployment.build("mistral-7b", "l40s", compute_eff=0.5 + (i + 0.5) / 1e4)
+    assert len(deployment._BUILT) <= deployment.BUILT_KEPT
+    again = Deployment.build("mistral-7b", "l40s")
+    assert again is not d and decode_time_s(again, 100, 50, 1) == sums[0]
+
+
 def test_a_gpu_file_edited_between_estimates_is_read_again(tmp_path: Path) -> None:
     """User files are parsed once and kept while they stay the same size and age."""
     path = tmp_path / "gpus.toml"

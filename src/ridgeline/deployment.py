@@ -211,5 +211,5 @@ class Deployment:
 # the parts' identities (a kept deployment holds its parts, so no other object can take
 # their ids while it is here) and by the choices' values and types. A calibration is read
 # from its file each time, and is not kept.
-BUILT_KEPT = 1024
+BUILT_KEPT = 256
 _BUILT: dict[tuple[Any, ...], Deployment] = {}

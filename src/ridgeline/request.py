@@ -116,7 +116,7 @@ def decode_run(m: Deployment, context: int, batch: int = 1) -> DecodeRun:
     return run
 
 
-KEPT_RUNS = 4096  # per deployment; a sweep over more batches starts again
+KEPT_RUNS = 256  # per deployment: a sweep over more batches starts again
 
 
 def _lines(
