@@ -150,7 +150,7 @@ class Deployment:
     @cached_property
     def kept(self) -> dict[Any, Any]:
         """What the core works out once on this deployment and keeps for the next ask
-        (request.py keeps each decode run's slopes here, by batch and run of contexts)."""
+        (request.decode_run keeps each batch's runs of decode steps here)."""
         return {}
 
     @cached_property
