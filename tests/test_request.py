@@ -103,10 +103,15 @@ def test_a_grid_larger_than_a_block_is_priced_as_one_pass() -> None:
     assert square[2, 3] == decode_step(d, 16_000.0, 64.0).time_s
 
 
-def test_a_deployment_built_again_from_the_same_names_is_the_one_built_before() -> None:
+def test_a_deployment_built_again_from_the_same_names_is_the_one_built_before(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """`Deployment.build` keeps what it built: the same names and choices give the same
     deployment, with what it has worked out; any other choice gives another one, and a
     choice it refused is refused again (True is not a TP degree, though it equals 1)."""
+    monkeypatch.setenv("RIDGELINE_CONFIG_DIR", str(tmp_path))  # no user's files
+    monkeypatch.delenv("RIDGELINE_GPUS", raising=False)
+    monkeypatch.delenv("RIDGELINE_ENGINES", raising=False)
     d = Deployment.build("llama-3.1-70b", "h100-sxm", tp=4, weights="fp8")
     assert Deployment.build("llama-3.1-70b", "h100-sxm", tp=4, weights="fp8") is d
     for other in ({"tp": 2}, {"weights": "bf16"}, {"kv_dtype": "fp8"}, {"compute_eff": 0.5}):
@@ -156,6 +161,29 @@ def test_what_deployments_keep_is_bounded() -> None:
     assert len(deployment._BUILT) <= deployment.BUILT_KEPT
     again = Deployment.build("mistral-7b", "l40s")
     assert again is not d and decode_time_s(again, 100, 50, 1) == sums[0]
+
+
+def test_an_engine_file_edited_between_estimates_is_read_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A user's engine profiles are parsed once while their file stays the same size and
+    age, so estimates on them share one deployment; an edit is read at the next estimate."""
+    from ridgeline.engines import get_engine, profile_to_toml
+
+    monkeypatch.setenv("RIDGELINE_CONFIG_DIR", str(tmp_path))
+    path = tmp_path / "engines.toml"
+    vllm = profile_to_toml(get_engine("vllm")).replace("[vllm]", "[mine]", 1)
+    path.write_text(vllm, encoding="utf-8")
+    first = Deployment.build(engine="mine")
+    assert Deployment.build(engine="mine") is first
+    slower = vllm.replace(f"fixed_s = {get_engine('vllm').fixed_s!r}", "fixed_s = 0.01", 1)
+    assert slower != vllm
+    path.write_text(slower, encoding="utf-8")
+    os.utime(path, ns=(1, 1))
+    again = Deployment.build(engine="mine")
+    assert again is not first and again.engine is not None and again.engine.fixed_s == 0.01
+    gap = request_timeline(again, 2000, 500).tpot_s - request_timeline(first, 2000, 500).tpot_s
+    assert gap == pytest.approx(0.01 - get_engine("vllm").fixed_s, rel=1e-9)  # each step pays it once
 
 
 def test_a_gpu_file_edited_between_estimates_is_read_again(tmp_path: Path) -> None:

@@ -130,6 +130,16 @@ def read_user_file(path: str | Path) -> dict[str, Any]:
     return parse(text, str(Path(path).expanduser()))
 
 
+def stamp(path: str) -> tuple[int, int]:
+    """(mtime, size) of a user's file, so a file read once is parsed again only when it
+    changes (the readers keep what they parsed by path and stamp)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return (-1, -1)  # missing or unreadable: the reader says which, in one line
+    return (st.st_mtime_ns, st.st_size)
+
+
 def config_dir() -> Path:
     """Where ridgeline keeps the user's own entries (`ridgeline probe` writes here)."""
     from pathlib import Path

@@ -500,8 +500,15 @@ def engines() -> dict[str, EngineProfile]:
     """Built-in profiles, then the user's files; later entries win."""
     out = dict(builtin_engines())
     for path in user_engine_files():
-        out.update(_profiles(_files.read_user_file(path), path))
+        out.update(_user_profiles(path, *_files.stamp(path)))
     return out
+
+
+@lru_cache(maxsize=32)
+def _user_profiles(path: str, mtime_ns: int, size: int) -> dict[str, EngineProfile]:
+    """A user's engine file, parsed once while it stays the same size and age: the same
+    profiles, so the deployments built on them are kept too (Deployment.build)."""
+    return _profiles(_files.read_user_file(path), path)
 
 
 def get_engine(spec: str) -> EngineProfile:

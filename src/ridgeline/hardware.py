@@ -214,17 +214,8 @@ def catalogue(gpu_file: str | Path | None = None) -> dict[str, Accelerator]:
         return builtin_catalogue()
     gpus = dict(builtin_catalogue())
     for path in files:
-        gpus.update(_user_entries(path, *_stamp(path)))
+        gpus.update(_user_entries(path, *_files.stamp(path)))
     return gpus
-
-
-def _stamp(path: str) -> tuple[int, int]:
-    """(mtime, size) of a file, so a file read once is parsed again only when it changes."""
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return (-1, -1)  # missing or unreadable: the reader says which, in one line
-    return (st.st_mtime_ns, st.st_size)
 
 
 @lru_cache(maxsize=32)
