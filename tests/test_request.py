@@ -163,6 +163,26 @@ def test_what_deployments_keep_is_bounded() -> None:
     assert again is not d and decode_time_s(again, 100, 50, 1) == sums[0]
 
 
+def test_deployments_built_in_threads_at_once_are_kept_within_the_bound() -> None:
+    """The web face builds deployments in threads. Many threads building past the bound at
+    once, switching as often as the interpreter allows, raise nothing (two evicting the
+    same oldest deployment would), keep at most BUILT_KEPT, and each gets its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ridgeline import deployment
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        effs = [0.2 + (i + 0.5) / 1e6 for i in range(10 * 3000)]
+        with ThreadPoolExecutor(8) as pool:
+            built = list(pool.map(lambda e: Deployment.build("mistral-7b", "l40s", bandwidth_eff=e), effs))
+    finally:
+        sys.setswitchinterval(interval)
+    assert [d.eff.bandwidth for d in built] == effs
+    assert len(deployment._BUILT) <= deployment.BUILT_KEPT
+
+
 def test_an_engine_file_edited_between_estimates_is_read_again(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ user says otherwise, and a calibration replaces its preset's efficiencies.
 
 from __future__ import annotations
 
+from _thread import allocate_lock
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -130,9 +131,10 @@ class Deployment:
             engine=engine,
         )  # fmt: skip
         if key is not None:
-            if len(_BUILT) >= BUILT_KEPT:
-                del _BUILT[next(iter(_BUILT))]  # the oldest
-            _BUILT[key] = built
+            with _KEEPING:  # the web face builds in threads: one eviction at a time
+                if len(_BUILT) >= BUILT_KEPT:
+                    del _BUILT[next(iter(_BUILT))]  # the oldest
+                _BUILT[key] = built
         return built
 
     @property
@@ -213,3 +215,4 @@ class Deployment:
 # from its file each time, and is not kept.
 BUILT_KEPT = 256
 _BUILT: dict[tuple[Any, ...], Deployment] = {}
+_KEEPING = allocate_lock()
