@@ -127,6 +127,8 @@ def pass_work(arch: Architecture, prec: Precision, new_tokens: Num, context: Num
 def work_of(arch: Architecture, prec: Precision, p: Pass) -> Work:
     """The work of a pass described by its totals (a mixed step of the simulator too)."""
     layers = arch.group_layers
+    if len(layers) == 1:  # one window group: each sum over the groups is its one product
+        return _work(arch, prec, p.tokens, layers[0] * p.pairs[0], layers[0] * p.cached[0])
     pairs, cached = zip(layers, p.pairs, strict=True), zip(layers, p.cached, strict=True)
     return _work(arch, prec, p.tokens, _over_layers(pairs), _over_layers(cached))
 
