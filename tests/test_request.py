@@ -217,6 +217,21 @@ def test_a_gpu_file_edited_between_estimates_is_read_again(tmp_path: Path) -> No
     assert estimate(gpu="lab", gpu_file=path).gpu.bandwidth_bytes_per_s == 1.25e12
 
 
+def test_a_file_named_from_home_is_read_again_when_edited(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A file named as ~/... is kept by the age and size of the file it names, as for any
+    other path: an edit is read at the next estimate."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    path = tmp_path / "lab-gpus.toml"
+    entry = "[lab2]\npeak_flops = {{ bf16 = 400e12 }}\nbandwidth_bytes_per_s = {bw}\nmemory_bytes = 64e9\n"
+    path.write_text(entry.format(bw="2.0e12"), encoding="utf-8")
+    assert estimate(gpu="lab2", gpu_file="~/lab-gpus.toml").gpu.bandwidth_bytes_per_s == 2.0e12
+    path.write_text(entry.format(bw="1.25e12"), encoding="utf-8")
+    os.utime(path, ns=(1, 1))
+    assert estimate(gpu="lab2", gpu_file="~/lab-gpus.toml").gpu.bandwidth_bytes_per_s == 1.25e12
+
+
 def test_the_core_imports_no_parser_path_library_or_typing() -> None:
     """`import ridgeline.predict` loads none of json, tomllib, pathlib, importlib.resources
     or typing (each is loaded by what reads a file or checks types), nor the engine

@@ -14,6 +14,7 @@ from ridgeline.errors import RidgelineError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
     from typing import Any
 
@@ -130,11 +131,22 @@ def read_user_file(path: str | Path) -> dict[str, Any]:
     return parse(text, str(Path(path).expanduser()))
 
 
-def stamp(path: str) -> tuple[int, int]:
-    """(mtime, size) of a user's file, so a file read once is parsed again only when it
-    changes (the readers keep what they parsed by path and stamp)."""
+def read_user_entries(path: str, build: Callable[[dict[str, Any], str], Any]) -> Any:
+    """What `build` makes of a user's file (its table, and the path that names it in
+    errors), made once and kept while the file keeps its size and age: the same entries,
+    so what is built on them is kept too (Deployment.build)."""
+    return _built(path, *_stamp(path), build)
+
+
+@functools.lru_cache(maxsize=64)
+def _built(path: str, mtime_ns: int, size: int, build: Callable[[dict[str, Any], str], Any]) -> Any:
+    return build(read_user_file(path), path)
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    """(mtime, size) of a file: one read is kept until they change."""
     try:
-        st = os.stat(path)
+        st = os.stat(os.path.expanduser(path))  # as read_user_file reads it
     except (OSError, ValueError):
         return (-1, -1)  # missing or unreadable: the reader says which, in one line
     return (st.st_mtime_ns, st.st_size)

@@ -152,7 +152,7 @@ class Deployment:
     @cached_property
     def kept(self) -> dict[Any, Any]:
         """What the core works out once on this deployment and keeps for the next ask
-        (request.decode_run keeps each batch's runs of decode steps here)."""
+        (request.decode_lines keeps each batch's runs of decode steps here)."""
         return {}
 
     @cached_property

@@ -167,7 +167,7 @@ class Reach:
     collective_latency_s: float
     link_bytes_per_s: float
     graph_overhead_s: float  # step_overhead_s of a decode step replayed as a CUDA graph
-    half_m_tokens: float = 0.0  # the profile's half_m_tokens scaled by the accelerator's tile
+    half_m_tokens: float  # the profile's half_m_tokens scaled by the accelerator's tile
 
 
 @dataclass(frozen=True)
@@ -500,15 +500,8 @@ def engines() -> dict[str, EngineProfile]:
     """Built-in profiles, then the user's files; later entries win."""
     out = dict(builtin_engines())
     for path in user_engine_files():
-        out.update(_user_profiles(path, *_files.stamp(path)))
+        out.update(_files.read_user_entries(path, _profiles))
     return out
-
-
-@lru_cache(maxsize=32)
-def _user_profiles(path: str, mtime_ns: int, size: int) -> dict[str, EngineProfile]:
-    """A user's engine file, parsed once while it stays the same size and age: the same
-    profiles, so the deployments built on them are kept too (Deployment.build)."""
-    return _profiles(_files.read_user_file(path), path)
 
 
 def get_engine(spec: str) -> EngineProfile:
@@ -517,7 +510,7 @@ def get_engine(spec: str) -> EngineProfile:
     if str(spec).lower() in known:
         return known[str(spec).lower()]
     if str(spec).endswith(".toml") and Path(spec).expanduser().is_file():
-        found = _profiles(_files.read_user_file(spec), str(spec))
+        found = _files.read_user_entries(str(spec), _profiles)
         if len(found) != 1:
             raise RidgelineError(f"{str(spec)!r} must hold exactly one engine profile, it holds {len(found)}")
         return next(iter(found.values()))

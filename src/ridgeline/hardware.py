@@ -214,13 +214,8 @@ def catalogue(gpu_file: str | Path | None = None) -> dict[str, Accelerator]:
         return builtin_catalogue()
     gpus = dict(builtin_catalogue())
     for path in files:
-        gpus.update(_user_entries(path, *_files.stamp(path)))
+        gpus.update(_files.read_user_entries(path, _entries))
     return gpus
-
-
-@lru_cache(maxsize=32)
-def _user_entries(path: str, mtime_ns: int, size: int) -> dict[str, Accelerator]:
-    return _entries(_files.read_user_file(path), path)
 
 
 def get_accelerator(

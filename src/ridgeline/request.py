@@ -59,7 +59,7 @@ def decode_time_s(m: Deployment, prompt: int, output: int, batch: int = 1) -> fl
     and in closed form. Between the edges of the sliding windows, every roofline a step
     takes the maximum of (the pass, or each operator) has compute and memory terms affine in
     the context, so each roofline's sum is two arithmetic series split where its two lines
-    cross (`DecodeRun` holds the lines)."""
+    cross (`DecodeLines` holds the lines)."""
     return sum(_segment_s(m, c0, n, batch) for c0, n in decode_segments(m, prompt, output))
 
 
@@ -67,7 +67,7 @@ def _segment_s(m: Deployment, c0: int, n: int, batch: int) -> float:
     """n decode steps from context c0, whose terms are affine in the context."""
     if n == 1:  # one step: its own price
         return float(decode_step(m, c0, batch).time_s)
-    run = decode_run(m, c0, batch)
+    run = decode_lines(m, c0, batch)
     total = n * run.fixed_s
     for c, dc, b, db in run.lines:
         total += sum_of_max_lines(c + dc * (c0 - run.start), dc, b + db * (c0 - run.start), db, n)
@@ -75,7 +75,7 @@ def _segment_s(m: Deployment, c0: int, n: int, batch: int) -> float:
 
 
 @dataclass(frozen=True)
-class DecodeRun:
+class DecodeLines:
     """The decode steps of one batch over a run of contexts between two window edges: each
     roofline's compute and memory seconds at the run's start and per token of context
     beyond it, (compute, d compute, memory, d memory), and the seconds that do not climb
@@ -89,7 +89,7 @@ class DecodeRun:
 RUN_SPAN = 4096  # contexts between the two steps an unbounded run's lines are read from
 
 
-def decode_run(m: Deployment, context: int, batch: int = 1) -> DecodeRun:
+def decode_lines(m: Deployment, context: int, batch: int = 1) -> DecodeLines:
     """The run of contexts that holds `context`, read once per deployment and batch (kept
     on the deployment) from two steps far apart in it: the climb of each line is then
     exact to a rounding of the farther step's time over the span, where two neighbouring
@@ -109,7 +109,7 @@ def decode_run(m: Deployment, context: int, batch: int = 1) -> DecodeRun:
             (c1, (c2 - c1) / span, b1, (b2 - b1) / span)
             for (c1, b1), (c2, b2) in zip(_lines(m, lo, batch, first), there, strict=True)
         )
-        run = DecodeRun(lo, lines, float(first.comm_s) + first.overhead_s)
+        run = DecodeLines(lo, lines, float(first.comm_s) + first.overhead_s)
         if len(kept) >= KEPT_RUNS:
             kept.clear()
         kept[key] = run
