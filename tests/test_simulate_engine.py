@@ -118,3 +118,59 @@ def test_the_sampled_slope_is_the_core_difference_per_sampled_token() -> None:
         assert per_f == pytest.approx(p.per_sequence_s, rel=1e-6)
         assert extra == pytest.approx(launches if tokens <= 512 else 0.0, rel=1e-6, abs=1e-12)
         assert not math.isnan(per_c)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        dict(model="llama-3.1-8b", gpu="h100-sxm"),
+        dict(
+            model="llama-3.1-70b",
+            gpu="h200",
+            tp=4,
+            weights="fp8",
+            maths="fp8",
+            kv_dtype="fp8",
+            engine="trtllm",
+        ),
+        dict(model="llama-3.1-70b", gpu="mi300x", tp=2, engine="vllm"),
+        dict(model="llama-3.1-405b", gpu="b200", tp=8, weights="fp8", maths="fp8", engine="sglang"),
+        dict(model="gemma-2-9b", gpu="l40s", weights="int4-g128", engine="vllm"),
+        dict(model="llama-3.2-1b", gpu="a100-80gb-sxm", preset="ideal"),
+    ],
+)
+def test_the_memo_filled_a_block_at_a_time_is_the_core_one_count_at_a_time(build: dict) -> None:
+    """The step model prices FILL token counts in one call of the core on an array; each one
+    is the price of that count alone, to the bit: the lines' intercepts, the core's parts
+    and the sampled slopes, read as a direct scalar call reads them."""
+    model_name, gpu = build.pop("model"), build.pop("gpu")
+    m = Deployment.build(model_name, gpu, **build)
+    model = StepModel(m)
+    assert model.fills
+    zeros = (0.0,) * len(model.groups)
+    for tokens in (1, 2, 63, 64, 65, 127, 777, 2000, 2047, 8192, 8193, 65_535):
+        s = step.price(m, ledger.Pass(tokens, zeros, zeros, tokens))
+        compute_s, weight_s, overhead_s = float(s.compute_s), float(s.weight_s), float(s.overhead_s)
+        fixed_s = float(s.comm_s) + overhead_s
+        if model.apart:
+            want = (0.0, float(s.memory_s) - weight_s, fixed_s + max(compute_s, weight_s))
+        else:
+            want = (compute_s, float(s.memory_s), fixed_s)
+        assert model.at_tokens(tokens) == want
+        assert model.parts_at[tokens] == (compute_s, weight_s, overhead_s)
+        one = step.price(m, ledger.Pass(tokens, zeros, zeros, tokens + 1.0))
+        more = step.price(m, ledger.Pass(tokens, zeros, zeros, tokens + 1.0 + PROBE))
+        per_f = (float(more.overhead_s) - float(one.overhead_s)) / PROBE
+        per_c = (float(more.compute_s) - float(one.compute_s)) / PROBE
+        assert model.sampled_at(tokens) == (per_c, per_f, float(one.overhead_s) - overhead_s - per_f)
+    assert len(model.by_tokens) > 12  # filled in blocks, not one count at a time
+
+
+def test_a_moe_and_the_per_op_method_price_one_count_at_a_time() -> None:
+    """A MoE's share of experts touched is a power, and the per-op method takes numbers: their
+    memos are filled one count at a time, as each step asks."""
+    moe, per_op = Deployment.build("mixtral-8x7b", "h100-sxm", tp=2), Deployment.build(method="per-op")
+    for m in (moe, per_op):
+        model = StepModel(m)
+        assert not model.fills
+        assert model.block(100) == [100]

@@ -30,7 +30,7 @@ from ridgeline.simulate.kvcache import MAX_BLOCK_TOKENS, KvCache
 from ridgeline.simulate.policy import Chunk, Policy
 from ridgeline.simulate.requests import DECODE, DONE, PREFILL, WAITING, Requests
 from ridgeline.simulate.scheduler import POLICIES
-from ridgeline.simulate.steptime import StepModel
+from ridgeline.simulate.steptime import DecodeRun, StepModel
 
 MAX_ITERATIONS = 100_000_000  # engine steps (or jumped runs) of one replica in one run
 
@@ -394,8 +394,10 @@ class Engine:
         n = self.n_decoding
         s = self.step
         mean = (n * s - self.sum_base) / n
-        pairs = n * attended_pairs(1, mean, 0)
-        cached = n * cached_tokens(mean, 0)
+        # global attention, one new token a sequence: attended_pairs(1, mean) = mean + 1/2 and
+        # cached_tokens(mean) = mean, written out (this runs at every event of a run)
+        pairs = n * (mean + 0.5)
+        cached = n * mean
         c0, m0, f0 = self.by_tokens.get(n) or self.model.at_tokens(n)
         compute = c0 + self.pair_s0 * pairs
         memory = m0 + self.cached_s0 * cached
@@ -421,12 +423,13 @@ class Engine:
             if k > 1 and self.waiting and self.quiet_steps is not None:
                 k = self.quiet_steps(self, k)  # the policy may admit the queue's head sooner
         if k > 1:
-            run = self.model.decode_run(
+            # model.decode_run, written out: the lines through step 0 and their growth a step
+            run = DecodeRun(
                 compute,
+                self.pair_s0 * (n * (mean + 1 + 0.5) - pairs),
                 memory,
+                self.cached_s0 * (n * (mean + 1) - cached),
                 f0,
-                n * attended_pairs(1, mean + 1, 0) - pairs,
-                n * cached_tokens(mean + 1, 0) - cached,
             )
             if delta < math.inf:
                 k, elapsed = run.steps_and_elapsed(delta, k)
@@ -436,9 +439,12 @@ class Engine:
                 dt = elapsed
                 self.free_blocks -= self.blocks_over(1, k)
                 mean += (k - 1) / 2.0
-                pairs = n * attended_pairs(1, mean, 0)
-                cached = n * cached_tokens(mean, 0)
-        self.record(dt, k, n, pairs, cached)
+                pairs = n * (mean + 0.5)
+                cached = n * mean
+        if self.tracing:
+            self.record(dt, k, n, pairs, cached)
+        else:
+            self.iterations += 1
         t = self.t + dt
         self.t = t
         self.step = s + k

@@ -24,12 +24,14 @@ step through the core.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from ridgeline import step
 from ridgeline.deployment import Deployment
 from ridgeline.roofline import StepTime
 
 PROBE = float(1 << 30)  # pairs / tokens used to read a slope off the core without rounding loss
+FILL = 64  # token counts priced together, in one call of the core on an array of them
 
 
 class StepModel:
@@ -44,6 +46,11 @@ class StepModel:
         self.by_tokens: dict[int, tuple[float, float, float]] = {}
         # the core's own compute_s, weight_s and overhead_s of each step in by_tokens
         self.parts_at: dict[int, tuple[float, float, float]] = {}
+        # The memos are filled FILL token counts at a time, by one call of the core on an array
+        # of them: the lesson's method takes arrays, and its arithmetic on an array is the
+        # same IEEE arithmetic as on each number alone, to the bit. Not for a MoE: the share of
+        # experts a step touches is a power, which numpy may round otherwise than Python does.
+        self.fills = m.method == "lesson" and not m.arch.experts
         zeros = [0.0] * len(self.groups)
         base = self.core(1, zeros, zeros)
         self.apart = base.ops_s is not None and m.method == "lesson"  # an engine's two rooflines
@@ -77,16 +84,25 @@ class StepModel:
         found = self.by_tokens.get(tokens)
         if found is None:
             zeros = [0.0] * len(self.groups)
-            s = self.core(tokens, zeros, zeros)
-            compute_s, weight_s, overhead_s = float(s.compute_s), float(s.weight_s), float(s.overhead_s)
-            fixed_s = float(s.comm_s) + overhead_s
-            if self.apart:  # attention's line starts at 0 pairs; the KV writes start its memory
-                found = (0.0, float(s.memory_s) - weight_s, fixed_s + max(compute_s, weight_s))
-            else:
-                found = (compute_s, float(s.memory_s), fixed_s)
-            self.by_tokens[tokens] = found
-            self.parts_at[tokens] = (compute_s, weight_s, overhead_s)
+            counts = self.block(tokens)
+            s = self.core(counts[0] if len(counts) == 1 else _array(counts), zeros, zeros)
+            columns = _columns(len(counts), s.compute_s, s.weight_s, s.overhead_s, s.comm_s, s.memory_s)
+            for t, compute_s, weight_s, overhead_s, comm_s, memory_s in zip(counts, *columns, strict=True):
+                fixed_s = comm_s + overhead_s
+                if self.apart:  # attention's line starts at 0 pairs; the KV writes start its memory
+                    self.by_tokens[t] = (0.0, memory_s - weight_s, fixed_s + max(compute_s, weight_s))
+                else:
+                    self.by_tokens[t] = (compute_s, memory_s, fixed_s)
+                self.parts_at[t] = (compute_s, weight_s, overhead_s)
+            found = self.by_tokens[tokens]
         return found
+
+    def block(self, tokens: int) -> list[int]:
+        """The token counts to price with `tokens`: its FILL-aligned block (from 1), or itself."""
+        if not self.fills:
+            return [tokens]
+        first = max(1, tokens - tokens % FILL)
+        return list(range(first, tokens - tokens % FILL + FILL))
 
     def sampled_at(self, tokens: int) -> tuple[float, float, float]:
         """(compute_s, overhead_s) per token sampled beyond a step of T tokens' own T, and what
@@ -97,17 +113,17 @@ class StepModel:
         found = self.by_sampled.get(tokens)
         if found is None:
             zeros = [0.0] * len(self.groups)
-            self.at_tokens(tokens)
-            overhead_s = self.parts_at[tokens][2]
-            one = self.core(tokens, zeros, zeros, tokens + 1.0)
-            more = self.core(tokens, zeros, zeros, tokens + 1.0 + PROBE)
-            per_f = (float(more.overhead_s) - float(one.overhead_s)) / PROBE
-            found = (
-                (float(more.compute_s) - float(one.compute_s)) / PROBE,
-                per_f,
-                float(one.overhead_s) - overhead_s - per_f,
-            )
-            self.by_sampled[tokens] = found
+            self.at_tokens(tokens)  # its block too
+            counts = self.block(tokens)
+            t = counts[0] if len(counts) == 1 else _array(counts)
+            one = self.core(t, zeros, zeros, t + 1.0)
+            more = self.core(t, zeros, zeros, t + 1.0 + PROBE)
+            n = len(counts)
+            columns = _columns(n, one.compute_s, one.overhead_s, more.compute_s, more.overhead_s)
+            for t, one_c, one_f, more_c, more_f in zip(counts, *columns, strict=True):
+                per_f = (more_f - one_f) / PROBE
+                self.by_sampled[t] = ((more_c - one_c) / PROBE, per_f, one_f - self.parts_at[t][2] - per_f)
+            found = self.by_sampled[tokens]
         return found
 
     def sampling(self, tokens: int, sampled: float) -> tuple[float, float]:
@@ -185,6 +201,18 @@ class StepModel:
         return all(math.isclose(x, y, rel_tol=1e-12, abs_tol=0.0) for x, y in zip(got, want, strict=True))
 
 
+def _array(counts: list[int]) -> Any:
+    import numpy as np
+
+    return np.array(counts, dtype=float)
+
+
+def _columns(n: int, *values: Any) -> list[list[float]]:
+    """Each value of a pass priced at n token counts as n floats: an array's own, or a
+    number that does not move with the tokens, n times."""
+    return [x.tolist() if getattr(x, "ndim", 0) > 0 else [float(x)] * n for x in values]
+
+
 class DecodeRun:
     """A run of identical decode-only steps j = 0, 1, ...: each roofline term grows linearly
     with the context, so step_j = max(ac + bc*j, am + bm*j) + fixed, a convex broken line
@@ -236,7 +264,8 @@ class DecodeRun:
     def steps_and_elapsed(self, delta_s: float, k_max: int) -> tuple[int, float]:
         """steps_before(delta_s, k_max), and the elapsed_s of that many steps (which the
         search for it has already summed)."""
-        split = self.split(k_max)
+        x = self.crossing  # split(k_max), written out
+        split = 0 if x <= 0 else k_max if x >= k_max else math.ceil(x)
         j0, rest, a, b = 0, delta_s, self.a0, self.b0
         if 0 < split < k_max:
             before = self.elapsed_s(split)
