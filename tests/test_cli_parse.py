@@ -1,6 +1,7 @@
 """One command line, two readings that agree.
 
-The CLI's own commands are read without typer (`options.parse`) when the line is plain;
+The CLI's own commands, and simulate, plan and search, are read without typer
+(`options.parse`) when the line is plain;
 Typer, built from the same declarations, reads every other line (help, a mistake, anything
 unusual) and says what it always said. A line the fast reader takes must give the command
 the values Typer would give it, value for value and type for type, and a run must end the
@@ -39,8 +40,13 @@ def typer_values(name: str, args: list[str]) -> dict[str, Any] | None:
         return None
 
 
+FAST = sorted([*cli.COMMANDS, *cli.FACE_COMMANDS])
+
+
 def fast_values(name: str, args: list[str]) -> dict[str, Any] | None:
-    return parse(cli.COMMANDS[name], canonical(args))
+    command = cli.plain_command(name)
+    assert command is not None
+    return parse(command, canonical(args))
 
 
 def typed(values: dict[str, Any] | None) -> dict[str, tuple[type, Any]]:
@@ -69,6 +75,14 @@ READ_FAST = [
     ["models"],
     ["models", "llama-3.1-8b", "--json"],
     ["models", "--json", "llama-3.1-8b", "-w", "int4"],
+    ["simulate"],
+    ["simulate", "--rate", "20", "-n", "1000", "--prompt-dist", "lognormal", "--json"],
+    ["simulate", "--engine", "vllm", "--replicas", "3", "--router", "least-outstanding", "--no-jump"],
+    ["simulate", "--concurrency", "64", "--think-time", "0.5", "--slo-ttft", "1", "--out", "r.csv"],
+    ["plan", "--slo-ttft-p99", "1", "--compare", "h100-sxm:1:bf16,h200:1:fp8", "--seeds", "3"],
+    ["plan", "--slo-tpot-p99", "0.05", "--price", "2", "--exhaustive", "--json"],
+    ["search", "--rate", "10", "--gpu", "h100-sxm,h200", "--tp", "1,2", "--slo-ttft-p99", "1"],
+    ["search", "--trace", "t.csv", "--workers", "2", "--ray", "auto", "--resume", "--goodput", "0.9"],
 ]
 
 LEFT_TO_TYPER = [
@@ -87,6 +101,12 @@ LEFT_TO_TYPER = [
     ["estimate", "extra"],
     ["estimate", "--slo-ttft", "1"],
     ["models", "a", "b"],
+    ["simulate", "--help"],
+    ["simulate", "--rate", "nan"],
+    ["simulate", "--requests", "1e3"],
+    ["plan", "--seeds"],
+    ["search", "--gpu"],
+    ["search", "--jsonn"],
 ]
 
 
@@ -116,8 +136,8 @@ STRAY = ["--", "-", "--help", "-h", "--nope", "extra", "--prompt", "--output=3",
 @st.composite
 def lines(draw: st.DrawFn) -> tuple[str, list[str]]:
     """A command and a line of its own options (now and then a stray word), valid or not."""
-    name = draw(st.sampled_from(sorted(cli.COMMANDS)))
-    params = list(inspect.signature(cli.COMMANDS[name]).parameters.values())
+    name = draw(st.sampled_from(FAST))
+    params = list(inspect.signature(cli.plain_command(name)).parameters.values())
     args: list[str] = []
     for _ in range(draw(st.integers(0, 6))):
         form = draw(st.integers(0, 5))

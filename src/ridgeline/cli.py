@@ -1,8 +1,9 @@
 """The command line: parse, call the core, render. No number is computed here.
 
-A run of one of the commands below is read by `options.parse` and needs no typer; `--help`,
-any mistake, and the faces' commands (simulate, measure, web, ...) go through the Typer
-app (`app`), built on demand from the same declarations, with its messages and exit codes.
+A run of one of the commands below, or of simulate, plan or search, is read by
+`options.parse` and needs no typer; `--help`, any mistake, and the other faces' commands
+(measure, web, film) go through the Typer app (`app`), built on demand from the same
+declarations, with its messages and exit codes.
 """
 
 from __future__ import annotations
@@ -216,6 +217,25 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "engines": engines,
     "models": models,
 }
+# The faces' commands whose options are data too, read by the same reader: each module is
+# imported only when its command runs.
+FACE_COMMANDS: dict[str, str] = {
+    "simulate": "ridgeline.simulate.commands",
+    "plan": "ridgeline.simulate.commands",
+    "search": "ridgeline.search.commands",
+}
+
+
+def plain_command(name: str) -> Callable[..., Any] | None:
+    """The command `options.parse` may read a line for, by its name, or None."""
+    if name in COMMANDS:
+        return COMMANDS[name]
+    if name in FACE_COMMANDS:
+        import importlib
+
+        command: Callable[..., Any] = getattr(importlib.import_module(FACE_COMMANDS[name]), name)
+        return command
+    return None
 
 
 @cache
@@ -316,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         if any("\x00" in a for a in args):  # only a caller in-process can pass one; the OS refuses it
             raise RidgelineError("an argument holds a NUL byte, which no file name or value can")
         completing = "_RIDGELINE_COMPLETE" in os.environ  # shell completion is Typer's
-        command = COMMANDS.get(args[0]) if args and not completing else None
+        command = plain_command(args[0]) if args and not completing else None
         values = parse(command, args[1:]) if command else None
         return _run_typer(args) if values is None else _run(command, values)
     except RidgelineError as exc:

@@ -1,17 +1,16 @@
 """`ridgeline search`: options parsed here, the work done in ridgeline.search.run.
 
-Only typer and the standard library load at start-up; numpy, Rich, pyarrow and the
-simulator load inside the command.
+Only the standard library loads at start-up (the options are data: `options.parse` reads a
+plain line without typer); numpy, Rich, pyarrow and the simulator load inside the command.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional
+from typing import Any
 
-import typer
-
-from ridgeline.options import GPU_FILE, JSON, MODEL, PRICE, SLO_E2E, SLO_TPOT, SLO_TTFT
+from ridgeline.options import Shared as o  # the vocabulary every command shares
+from ridgeline.options import option, typed
 from ridgeline.simulate.commands import (
     ARRIVAL,
     BLOCK,
@@ -29,43 +28,39 @@ from ridgeline.simulate.commands import (
 
 def _axis(flag: str, short: str | None, text: str) -> Any:
     names = [flag] if short is None else [flag, short]
-    return typer.Option(None, *names, help=text)
+    return option(None, *names, help=text)
 
 
 def search(
-    model: str = MODEL,
-    gpu: Optional[str] = _axis(
-        "--gpu", "-g", "Accelerators, comma-separated, or all (every one with a price)."
-    ),
-    tp: Optional[str] = _axis("--tp", None, "Tensor-parallel GPUs per replica (default 1,2,4,8)."),
-    pp: Optional[str] = _axis("--pp", None, "Pipeline stages (default 1)."),
-    ep: Optional[str] = _axis("--ep", None, "Expert-parallel GPUs, MoE (default 1)."),
-    weights: Optional[str] = _axis("--weights", "-w", "Weight dtypes (default bf16,fp8,int4-g128)."),
-    maths: Optional[str] = _axis("--maths", None, "Maths dtypes (default bf16,fp8)."),
-    kv_dtype: Optional[str] = _axis("--kv-dtype", None, "KV-cache dtypes (default bf16,fp8)."),
-    engine: Optional[str] = _axis(
-        "--engine", "-e", "Engine profiles, or all (default; `ridgeline engines`)."
-    ),
-    max_num_seqs: Optional[str] = _axis(
+    model: str = o.MODEL,
+    gpu: str | None = _axis("--gpu", "-g", "Accelerators, comma-separated, or all (every one with a price)."),
+    tp: str | None = _axis("--tp", None, "Tensor-parallel GPUs per replica (default 1,2,4,8)."),
+    pp: str | None = _axis("--pp", None, "Pipeline stages (default 1)."),
+    ep: str | None = _axis("--ep", None, "Expert-parallel GPUs, MoE (default 1)."),
+    weights: str | None = _axis("--weights", "-w", "Weight dtypes (default bf16,fp8,int4-g128)."),
+    maths: str | None = _axis("--maths", None, "Maths dtypes (default bf16,fp8)."),
+    kv_dtype: str | None = _axis("--kv-dtype", None, "KV-cache dtypes (default bf16,fp8)."),
+    engine: str | None = _axis("--engine", "-e", "Engine profiles, or all (default; `ridgeline engines`)."),
+    max_num_seqs: str | None = _axis(
         "--max-num-seqs", None, "Sequence limits per replica, or engine (default: each engine's own)."
     ),
-    max_num_batched_tokens: Optional[str] = _axis(
+    max_num_batched_tokens: str | None = _axis(
         "--max-num-batched-tokens", None, "Token budgets of a step, or engine (default: each engine's own)."
     ),
-    replicas: Optional[str] = _axis(
+    replicas: str | None = _axis(
         "--replicas", None, "Replica counts, or auto (default: from the fewest the best case allows)."
     ),
-    space: Optional[str] = typer.Option(
+    space: str | None = option(
         None, "--space", help="The axes from a TOML file (gpu = [...], tp = [...]; flags win)."
     ),
-    gpu_file: Optional[str] = GPU_FILE,
-    rate: Optional[float] = typer.Option(None, "--rate", help="The fleet's requests per second."),
+    gpu_file: str | None = o.GPU_FILE,
+    rate: float | None = option(None, "--rate", help="The fleet's requests per second."),
     arrival: str = ARRIVAL,
     burstiness: float = BURSTINESS,
-    trace: Optional[str] = typer.Option(
+    trace: str | None = option(
         None, "--trace", help="Replay a CSV/JSONL trace on every point (its own arrivals and rate)."
     ),
-    requests: Optional[int] = typer.Option(
+    requests: int | None = option(
         None,
         "--requests",
         "-n",
@@ -80,31 +75,31 @@ def search(
     seed: int = SEED,
     block_tokens: int = BLOCK,
     gpu_memory_utilization: float = UTILIZATION,
-    router: str = typer.Option("round-robin", "--router", help="round-robin or least-outstanding."),
-    slo_ttft_p99: Optional[float] = SLO_TTFT,
-    slo_tpot_p99: Optional[float] = SLO_TPOT,
-    slo_e2e_p99: Optional[float] = SLO_E2E,
-    goodput: Optional[float] = typer.Option(
+    router: str = option("round-robin", "--router", help="round-robin or least-outstanding."),
+    slo_ttft_p99: float | None = o.SLO_TTFT,
+    slo_tpot_p99: float | None = o.SLO_TPOT,
+    slo_e2e_p99: float | None = o.SLO_E2E,
+    goodput: float | None = option(
         None, "--goodput", help="Judge by goodput: the share of requests (0-1] that must meet every target."
     ),
-    price: Optional[float] = PRICE,
-    workers: Optional[int] = typer.Option(
+    price: float | None = o.PRICE,
+    workers: int | None = option(
         None, "--workers", help="Local processes for the simulate stage (default: every core)."
     ),
-    ray: Optional[str] = typer.Option(
+    ray: str | None = option(
         None, "--ray", help="Simulate on Ray: auto (a running cluster), local, or HOST:PORT."
     ),
-    out: str = typer.Option(
+    out: str = option(
         "search.parquet", "--out", help="Results folder of Parquet parts, written as points finish."
     ),
-    resume: bool = typer.Option(False, "--resume", help="Continue the search in --out; skip its points."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Start afresh, replacing the search in --out."),
-    plot: Optional[str] = typer.Option(None, "--plot", help="Draw the front: $/M tokens against p99s (PNG)."),
-    exhaustive: bool = typer.Option(
+    resume: bool = option(False, "--resume", help="Continue the search in --out; skip its points."),
+    overwrite: bool = option(False, "--overwrite", help="Start afresh, replacing the search in --out."),
+    plot: str | None = option(None, "--plot", help="Draw the front: $/M tokens against p99s (PNG)."),
+    exhaustive: bool = option(
         False, "--exhaustive", help="Run every survivor whole (slower; the same answer, every row's p99s)."
     ),
-    as_json: bool = JSON,
-) -> None:
+    as_json: bool = o.JSON,
+) -> int:
     """The cheapest deployment inside an SLO: the space pruned by closed forms, simulated."""
     from ridgeline.errors import RidgelineError
     from ridgeline.metrics import Slo
@@ -161,7 +156,8 @@ def search(
             f"ridgeline: {'terminated (SIGTERM)' if result.interrupted == 'SIGTERM' else 'interrupted'}; "
             f"{len(result.rows):,} points are in {result.out}: --resume continues\n"
         )
-        raise typer.Exit(143 if result.interrupted == "SIGTERM" else 130)
+        return 143 if result.interrupted == "SIGTERM" else 130
+    return 0
 
 
 class _Bar:
@@ -195,5 +191,5 @@ class _Bar:
             self.bar.stop()
 
 
-def register(app: typer.Typer) -> None:
-    app.command(name="search")(search)
+def register(app: Any) -> None:
+    app.command(name="search")(typed(search))

@@ -1,128 +1,91 @@
 """`ridgeline simulate` and `ridgeline plan`: options parsed here, work done in ridgeline.simulate.
 
-Only typer and the standard library load at start-up; numpy, Rich and the simulator load
-inside the commands.
+Only the standard library loads at start-up (the options are data: `options.parse` reads a
+plain line without typer); numpy, Rich and the simulator load inside the commands.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional
-
-import typer
+from typing import Any
 
 from ridgeline.interrupts import SigtermInterrupts
-from ridgeline.options import (
-    BANDWIDTH_EFF,
-    CALIBRATION,
-    COMPUTE_EFF,
-    ENGINE,
-    EP,
-    GPU,
-    GPU_FILE,
-    JSON,
-    KV_DTYPE,
-    MATHS,
-    METHOD,
-    MODEL,
-    OUTPUT_HELP,
-    PP,
-    PRESET,
-    SLO_E2E,
-    SLO_TPOT,
-    SLO_TTFT,
-    TP,
-    WEIGHTS,
-    deployment,
-)
+from ridgeline.options import OUTPUT_HELP, deployment, option, typed
+from ridgeline.options import Shared as o  # the vocabulary every command shares
 
-ARRIVAL = typer.Option("poisson", "--arrival", help="poisson, gamma (see --burstiness) or constant.")
-BURSTINESS = typer.Option(
-    1.0, "--burstiness", help="Gamma shape k, 0.01 to 100: 1 is Poisson, below 1 burstier."
-)
-PROMPT = typer.Option(
-    2000, "--prompt-tokens", "-p", help="Prompt tokens (the mean when a --prompt-dist is set)."
-)
-OUTPUT = typer.Option(500, "--output-tokens", "-o", help=OUTPUT_HELP + " The mean with --output-dist.")
-PROMPT_DIST = typer.Option(
+ARRIVAL = option("poisson", "--arrival", help="poisson, gamma (see --burstiness) or constant.")
+BURSTINESS = option(1.0, "--burstiness", help="Gamma shape k, 0.01 to 100: 1 is Poisson, below 1 burstier.")
+PROMPT = option(2000, "--prompt-tokens", "-p", help="Prompt tokens (the mean when a --prompt-dist is set).")
+OUTPUT = option(500, "--output-tokens", "-o", help=OUTPUT_HELP + " The mean with --output-dist.")
+PROMPT_DIST = option(
     "fixed", "--prompt-dist", help="fixed, uniform[:W], lognormal[:SIGMA <= 3] or file:PATH."
 )
-OUTPUT_DIST = typer.Option(
+OUTPUT_DIST = option(
     "fixed", "--output-dist", help="fixed, uniform[:W], lognormal[:SIGMA <= 3] or file:PATH."
 )
-MAX_SEQS = typer.Option(
+MAX_SEQS = option(
     None, "--max-num-seqs", help="Sequences running at once, per replica (default 256, or the --engine's)."
 )
-MAX_TOKENS = typer.Option(
+MAX_TOKENS = option(
     None,
     "--max-num-batched-tokens",
     help="Token budget of one step, chunked prefill (default 8192, or the --engine's).",
 )
-BLOCK = typer.Option(16, "--block-tokens", help="Tokens per KV-cache block (1 to 1024).")
-UTILIZATION = typer.Option(0.9, "--gpu-memory-utilization", help="Fraction of memory for weights and KV.")
-HIT_RATE = typer.Option(0.0, "--prefix-hit-rate", help="Fraction of each prompt found in the prefix cache.")
-SHARED = typer.Option(0, "--shared-prefix", help="Tokens of a prefix every prompt shares (kept cached).")
-SEED = typer.Option(0, "--seed", help="Seed for arrivals and lengths: the same seed, the same run.")
-TRACE = typer.Option(
+BLOCK = option(16, "--block-tokens", help="Tokens per KV-cache block (1 to 1024).")
+UTILIZATION = option(0.9, "--gpu-memory-utilization", help="Fraction of memory for weights and KV.")
+HIT_RATE = option(0.0, "--prefix-hit-rate", help="Fraction of each prompt found in the prefix cache.")
+SHARED = option(0, "--shared-prefix", help="Tokens of a prefix every prompt shares (kept cached).")
+SEED = option(0, "--seed", help="Seed for arrivals and lengths: the same seed, the same run.")
+TRACE = option(
     None, "--trace", help="Replay a CSV/JSONL trace (arrival_s or timestamp, prompt/output_tokens)."
 )
 
 
 def simulate(
-    model: str = MODEL,
-    gpu: str = GPU,
-    weights: Optional[str] = WEIGHTS,
-    maths: str = MATHS,
-    kv_dtype: str = KV_DTYPE,
-    tp: int = TP,
-    pp: int = PP,
-    ep: int = EP,
-    preset: str = PRESET,
-    compute_eff: Optional[float] = COMPUTE_EFF,
-    bandwidth_eff: Optional[float] = BANDWIDTH_EFF,
-    gpu_file: Optional[str] = GPU_FILE,
-    calibration: Optional[str] = CALIBRATION,
-    method: str = METHOD,
-    engine: Optional[str] = ENGINE,
-    replicas: int = typer.Option(
-        1, "--replicas", help="Identical replicas behind the router (at most 1000)."
-    ),
-    router: str = typer.Option("round-robin", "--router", help="round-robin or least-outstanding."),
-    rate: Optional[float] = typer.Option(None, "--rate", help="Requests per second, fleet-wide (default 2)."),
+    model: str = o.MODEL,
+    gpu: str = o.GPU,
+    weights: str | None = o.WEIGHTS,
+    maths: str = o.MATHS,
+    kv_dtype: str = o.KV_DTYPE,
+    tp: int = o.TP,
+    pp: int = o.PP,
+    ep: int = o.EP,
+    preset: str = o.PRESET,
+    compute_eff: float | None = o.COMPUTE_EFF,
+    bandwidth_eff: float | None = o.BANDWIDTH_EFF,
+    gpu_file: str | None = o.GPU_FILE,
+    calibration: str | None = o.CALIBRATION,
+    method: str = o.METHOD,
+    engine: str | None = o.ENGINE,
+    replicas: int = option(1, "--replicas", help="Identical replicas behind the router (at most 1000)."),
+    router: str = option("round-robin", "--router", help="round-robin or least-outstanding."),
+    rate: float | None = option(None, "--rate", help="Requests per second, fleet-wide (default 2)."),
     arrival: str = ARRIVAL,
     burstiness: float = BURSTINESS,
-    concurrency: Optional[int] = typer.Option(
-        None, "--concurrency", help="Closed loop: clients, one request each."
-    ),
-    think_time: float = typer.Option(
+    concurrency: int | None = option(None, "--concurrency", help="Closed loop: clients, one request each."),
+    think_time: float = option(
         0.0, "--think-time", help="Closed loop: seconds between a reply and the next."
     ),
-    trace: Optional[str] = TRACE,
-    requests: Optional[int] = typer.Option(
-        None, "--requests", "-n", help="Requests to send (at most 10,000,000)."
-    ),
-    duration: Optional[float] = typer.Option(None, "--duration", help="Seconds of arrivals (default 60)."),
+    trace: str | None = TRACE,
+    requests: int | None = option(None, "--requests", "-n", help="Requests to send (at most 10,000,000)."),
+    duration: float | None = option(None, "--duration", help="Seconds of arrivals (default 60)."),
     prompt: int = PROMPT,
     output: int = OUTPUT,
     prompt_dist: str = PROMPT_DIST,
     output_dist: str = OUTPUT_DIST,
-    max_num_seqs: Optional[int] = MAX_SEQS,
-    max_num_batched_tokens: Optional[int] = MAX_TOKENS,
+    max_num_seqs: int | None = MAX_SEQS,
+    max_num_batched_tokens: int | None = MAX_TOKENS,
     block_tokens: int = BLOCK,
     gpu_memory_utilization: float = UTILIZATION,
     prefix_hit_rate: float = HIT_RATE,
     shared_prefix: int = SHARED,
     seed: int = SEED,
-    slo_ttft_p99: Optional[float] = SLO_TTFT,
-    slo_tpot_p99: Optional[float] = SLO_TPOT,
-    slo_e2e_p99: Optional[float] = SLO_E2E,
-    out: Optional[str] = typer.Option(
-        None, "--out", help="Per-request records: JSONL, or CSV if FILE ends in .csv."
-    ),
-    no_jump: bool = typer.Option(
-        False, "--no-jump", help="Step every decode step (a check of the closed form)."
-    ),
-    as_json: bool = JSON,
+    slo_ttft_p99: float | None = o.SLO_TTFT,
+    slo_tpot_p99: float | None = o.SLO_TPOT,
+    slo_e2e_p99: float | None = o.SLO_E2E,
+    out: str | None = option(None, "--out", help="Per-request records: JSONL, or CSV if FILE ends in .csv."),
+    no_jump: bool = option(False, "--no-jump", help="Step every decode step (a check of the closed form)."),
+    as_json: bool = o.JSON,
 ) -> None:
     """Serve a workload on a fleet: continuous batching, paged KV cache, p50/p90/p99."""
     from ridgeline.simulate import output as out_files
@@ -175,60 +138,58 @@ def simulate(
 
 
 def plan(
-    model: str = MODEL,
-    gpu: str = GPU,
-    weights: Optional[str] = WEIGHTS,
-    maths: str = MATHS,
-    kv_dtype: str = KV_DTYPE,
-    tp: int = TP,
-    pp: int = PP,
-    ep: int = EP,
-    preset: str = PRESET,
-    compute_eff: Optional[float] = COMPUTE_EFF,
-    bandwidth_eff: Optional[float] = BANDWIDTH_EFF,
-    gpu_file: Optional[str] = GPU_FILE,
-    calibration: Optional[str] = CALIBRATION,
-    method: str = METHOD,
-    engine: Optional[str] = ENGINE,
-    compare: Optional[str] = typer.Option(
+    model: str = o.MODEL,
+    gpu: str = o.GPU,
+    weights: str | None = o.WEIGHTS,
+    maths: str = o.MATHS,
+    kv_dtype: str = o.KV_DTYPE,
+    tp: int = o.TP,
+    pp: int = o.PP,
+    ep: int = o.EP,
+    preset: str = o.PRESET,
+    compute_eff: float | None = o.COMPUTE_EFF,
+    bandwidth_eff: float | None = o.BANDWIDTH_EFF,
+    gpu_file: str | None = o.GPU_FILE,
+    calibration: str | None = o.CALIBRATION,
+    method: str = o.METHOD,
+    engine: str | None = o.ENGINE,
+    compare: str | None = option(
         None, "--compare", help="Rank deployments GPU[:TP[:WEIGHTS]],...: e.g. h100-sxm:1:bf16,h200:1:fp8."
     ),
-    rate: Optional[float] = typer.Option(
-        None, "--rate", help="Target requests per second for the whole fleet."
-    ),
+    rate: float | None = option(None, "--rate", help="Target requests per second for the whole fleet."),
     arrival: str = ARRIVAL,
     burstiness: float = BURSTINESS,
-    trace: Optional[str] = typer.Option(
+    trace: str | None = option(
         None, "--trace", help="Take prompt/output lengths from a trace or records file."
     ),
     prompt: int = PROMPT,
     output: int = OUTPUT,
     prompt_dist: str = PROMPT_DIST,
     output_dist: str = OUTPUT_DIST,
-    max_num_seqs: Optional[int] = MAX_SEQS,
-    max_num_batched_tokens: Optional[int] = MAX_TOKENS,
+    max_num_seqs: int | None = MAX_SEQS,
+    max_num_batched_tokens: int | None = MAX_TOKENS,
     block_tokens: int = BLOCK,
     gpu_memory_utilization: float = UTILIZATION,
     prefix_hit_rate: float = HIT_RATE,
     shared_prefix: int = SHARED,
     seed: int = SEED,
-    slo_ttft_p99: Optional[float] = SLO_TTFT,
-    slo_tpot_p99: Optional[float] = SLO_TPOT,
-    slo_e2e_p99: Optional[float] = SLO_E2E,
-    requests: Optional[int] = typer.Option(
+    slo_ttft_p99: float | None = o.SLO_TTFT,
+    slo_tpot_p99: float | None = o.SLO_TPOT,
+    slo_e2e_p99: float | None = o.SLO_E2E,
+    requests: int | None = option(
         None,
         "--requests",
         "-n",
         help="Requests per simulated run, 100 to 1,000,000 (default: 150 system turnovers).",
     ),
-    seeds: int = typer.Option(
+    seeds: int = option(
         5, "--seeds", help="Runs (seeds) per deployment, 2 to 100; the plan takes mean - 2 sd."
     ),
-    price: Optional[float] = typer.Option(None, "--price", help="$ per GPU-hour (default: the catalogue's)."),
-    exhaustive: bool = typer.Option(
+    price: float | None = option(None, "--price", help="$ per GPU-hour (default: the catalogue's)."),
+    exhaustive: bool = option(
         False, "--exhaustive", help="Every trial at full length (slower; default: short screens, confirmed)."
     ),
-    as_json: bool = JSON,
+    as_json: bool = o.JSON,
 ) -> None:
     """The highest rate per replica inside a p99 SLO; replicas, GPUs and $ per million tokens."""
     from ridgeline.simulate import plan as planner
@@ -303,14 +264,14 @@ def plan(
 
 
 def build_workload(
-    rate: Optional[float],
+    rate: float | None,
     arrival: str,
     burstiness: float,
-    concurrency: Optional[int],
+    concurrency: int | None,
     think_time: float,
-    trace: Optional[str],
-    requests: Optional[int],
-    duration: Optional[float],
+    trace: str | None,
+    requests: int | None,
+    duration: float | None,
     prompt: int,
     output: int,
     prompt_dist: str,
@@ -346,7 +307,7 @@ def build_workload(
     )
 
 
-def _slo(ttft: Optional[float], tpot: Optional[float], e2e: Optional[float]) -> Any:
+def _slo(ttft: float | None, tpot: float | None, e2e: float | None) -> Any:
     from ridgeline.metrics import Slo
     from ridgeline.simulate.run import check_slo
 
@@ -355,7 +316,7 @@ def _slo(ttft: Optional[float], tpot: Optional[float], e2e: Optional[float]) -> 
     return slo
 
 
-def _slo_or_none(ttft: Optional[float], tpot: Optional[float], e2e: Optional[float]) -> Any:
+def _slo_or_none(ttft: float | None, tpot: float | None, e2e: float | None) -> Any:
     return None if ttft is None and tpot is None and e2e is None else _slo(ttft, tpot, e2e)
 
 
@@ -376,7 +337,7 @@ class _progress:
     """A Rich progress bar on stderr while `enabled` and stderr is a terminal; yields a
     callback taking the number done (or None when disabled)."""
 
-    def __init__(self, enabled: bool, total: Optional[int], label: str) -> None:
+    def __init__(self, enabled: bool, total: int | None, label: str) -> None:
         self.enabled = enabled and sys.stderr.isatty()
         self.total = total
         self.label = label
@@ -402,6 +363,6 @@ class _progress:
             self.bar.stop()
 
 
-def register(app: typer.Typer) -> None:
-    app.command(name="simulate")(simulate)
-    app.command(name="plan")(plan)
+def register(app: Any) -> None:
+    app.command(name="simulate")(typed(simulate))
+    app.command(name="plan")(typed(plan))
