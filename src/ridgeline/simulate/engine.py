@@ -423,7 +423,8 @@ class Engine:
             if k > 1 and self.waiting and self.quiet_steps is not None:
                 k = self.quiet_steps(self, k)  # the policy may admit the queue's head sooner
         if k > 1:
-            # model.decode_run, written out: the lines through step 0 and their growth a step
+            # the run's two lines through step 0 (its terms) and their growth a step: the
+            # pairs' and cached tokens' growth at each line's slope
             run = DecodeRun(
                 compute,
                 self.pair_s0 * (n * (mean + 1 + 0.5) - pairs),

@@ -169,16 +169,6 @@ class StepModel:
             f0 += more_f
         return (c if c > mem else mem) + f0
 
-    def decode_run(
-        self, compute_s: float, memory_s: float, fixed_s: float, pairs_step: float, cached_step: float
-    ) -> DecodeRun:
-        """A decode-only run of a global-attention model: its lines through step 0 (its
-        terms, as `terms` gives them) with the growth of the pairs and cached tokens from
-        one step to the next."""
-        return DecodeRun(
-            compute_s, self.pair_s[0] * pairs_step, memory_s, self.cached_s[0] * cached_step, fixed_s
-        )
-
     def _reproduces_core(self) -> bool:
         """The affine reading against a direct core call at an arbitrary mixed step: its two
         lines (the pass's compute and memory, or attention's when the matmuls run apart)
