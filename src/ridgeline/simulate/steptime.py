@@ -99,7 +99,7 @@ class StepModel:
 
     def block(self, tokens: int) -> list[int]:
         """The token counts to price with `tokens`: its FILL-aligned block (from 1), or itself."""
-        if not self.fills:
+        if not self.fills or tokens < 1:
             return [tokens]
         first = max(1, tokens - tokens % FILL)
         return list(range(first, tokens - tokens % FILL + FILL))
