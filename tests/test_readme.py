@@ -7,8 +7,10 @@ Each output block in the README that follows a marker
 is held to a fresh run of that command at that width: its lines, run by run (a line `...`
 stands for lines left out, and a block may show a part of the output), appear in the output
 in order. A `$ ridgeline ...` line at the top of a block, and its continuation lines, echo
-the command and are not part of its output. Commands that print wall times (search) carry
-no marker.
+the command and are not part of its output. A marker that ends `from "TEXT"` holds the block
+from its line that starts with TEXT (the search's answer, after the stages' wall times).
+Each command runs in a fresh folder that sees the checkout's `tests/` (the README's example
+files), so what it writes (a search's results, its plot) lands there.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-MARKER = re.compile(r"<!-- output of: COLUMNS=(\d+) ridgeline (.+?) -->")
+MARKER = re.compile(r'<!-- output of: COLUMNS=(\d+) ridgeline (.+?)(?: from "(.+)")? -->')
 
 
 def examples() -> list[tuple[int, int, list[str], list[str]]]:
@@ -36,7 +38,10 @@ def examples() -> list[tuple[int, int, list[str], list[str]]]:
             continue
         assert lines[i + 1].startswith("```"), f"README line {i + 1}: a marker must precede a block"
         end = next(j for j in range(i + 2, len(lines)) if lines[j].startswith("```"))
-        out.append((i + 1, int(m.group(1)), shlex.split(m.group(2)), lines[i + 2 : end]))
+        block = lines[i + 2 : end]
+        if m.group(3):  # held from the line that starts with this text
+            block = block[next(k for k, x in enumerate(block) if x.startswith(m.group(3))) :]
+        out.append((i + 1, int(m.group(1)), shlex.split(m.group(2)), block))
     return out
 
 
@@ -77,9 +82,9 @@ EXAMPLES = examples()
 
 
 def test_the_readme_marks_its_printed_examples() -> None:
-    """The estimate, plan and simulate examples are each held to a run."""
+    """The estimate, plan, simulate and search examples are each held to a run."""
     commands = {args[0] for _, _, args, _ in EXAMPLES}
-    assert {"estimate", "plan", "simulate"} <= commands and len(EXAMPLES) >= 7
+    assert {"estimate", "plan", "simulate", "search"} <= commands and len(EXAMPLES) >= 9
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: f"line {e[0]}: {' '.join(e[2])}")
@@ -88,14 +93,15 @@ def test_a_printed_example_is_what_the_command_prints(
 ) -> None:
     line, columns, args, block = example
     # the catalogue's own accelerators and engines: no user's files
-    env = dict(os.environ, COLUMNS=str(columns), RIDGELINE_CONFIG_DIR=str(tmp_path))
+    env = dict(os.environ, COLUMNS=str(columns), RIDGELINE_CONFIG_DIR=str(tmp_path / "config"))
     env.pop("RIDGELINE_GPUS", None)
+    (tmp_path / "tests").symlink_to(README.parent / "tests")
     proc = subprocess.run(
         [sys.executable, "-m", "ridgeline", *args],
         capture_output=True,
         text=True,
         env=env,
-        cwd=README.parent,  # the README's paths (tests/data/...) are the checkout's
+        cwd=tmp_path,
         timeout=300,
     )
     printed = [x.rstrip() for x in (proc.stdout + proc.stderr).splitlines()]
