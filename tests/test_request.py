@@ -163,6 +163,25 @@ def test_what_deployments_keep_is_bounded() -> None:
     assert again is not d and decode_time_s(again, 100, 50, 1) == sums[0]
 
 
+def test_a_pickled_deployment_leaves_what_it_keeps_behind() -> None:
+    """What a deployment keeps is its process's own: a pickle (a search's workers get their
+    deployments so) carries the deployment, equal, with nothing kept, and works the same
+    numbers out again."""
+    import pickle
+
+    from ridgeline.simulate.run import step_model
+
+    d = Deployment.build("llama-3.1-70b", "h200", tp=4, engine="vllm")
+    total = decode_time_s(d, 2000, 500)
+    step_model(d)
+    assert {"step model"} < set(d.kept)
+    copy = pickle.loads(pickle.dumps(d))
+    assert copy == d and copy is not d
+    assert copy.kept == {}
+    assert decode_time_s(copy, 2000, 500) == total
+    assert step_model(copy) is not step_model(d) and step_model(copy) is step_model(copy)
+
+
 def test_deployments_built_in_threads_at_once_are_kept_within_the_bound() -> None:
     """The web face builds deployments in threads. Many threads building past the bound at
     once, switching as often as the interpreter allows, raise nothing (two evicting the

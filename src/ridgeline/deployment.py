@@ -151,9 +151,15 @@ class Deployment:
 
     @cached_property
     def kept(self) -> dict[Any, Any]:
-        """What the core works out once on this deployment and keeps for the next ask
-        (request.decode_lines keeps each batch's runs of decode steps here)."""
+        """What the core and the faces work out once on this deployment and keep for the
+        next ask (request.decode_lines each batch's runs of decode steps, the simulator its
+        step model). A process's own: a copy or a pickle of the deployment starts without it."""
         return {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("kept", None)
+        return state
 
     @cached_property
     def engine_reach(self) -> Reach:

@@ -28,8 +28,8 @@ class Timeline:
     decode_s: float  # all decode steps together
     steps: int
     deployment: Deployment = field(repr=False)
-    prompt: int = 0
-    batch: int = 1
+    prompt: int
+    batch: int
 
     offset_s: float = 0.0  # fixed time before the first token (network, queueing)
 

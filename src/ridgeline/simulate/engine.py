@@ -394,10 +394,8 @@ class Engine:
         n = self.n_decoding
         s = self.step
         mean = (n * s - self.sum_base) / n
-        # global attention, one new token a sequence: attended_pairs(1, mean) = mean + 1/2 and
-        # cached_tokens(mean) = mean, written out (this runs at every event of a run)
-        pairs = n * (mean + 0.5)
-        cached = n * mean
+        pairs = n * attended_pairs(1, mean, 0)
+        cached = n * cached_tokens(mean, 0)
         c0, m0, f0 = self.by_tokens.get(n) or self.model.at_tokens(n)
         compute = c0 + self.pair_s0 * pairs
         memory = m0 + self.cached_s0 * cached
@@ -427,9 +425,9 @@ class Engine:
             # pairs' and cached tokens' growth at each line's slope
             run = DecodeRun(
                 compute,
-                self.pair_s0 * (n * (mean + 1 + 0.5) - pairs),
+                self.pair_s0 * (n * attended_pairs(1, mean + 1, 0) - pairs),
                 memory,
-                self.cached_s0 * (n * (mean + 1) - cached),
+                self.cached_s0 * (n * cached_tokens(mean + 1, 0) - cached),
                 f0,
             )
             if delta < math.inf:
@@ -440,12 +438,9 @@ class Engine:
                 dt = elapsed
                 self.free_blocks -= self.blocks_over(1, k)
                 mean += (k - 1) / 2.0
-                pairs = n * (mean + 0.5)
-                cached = n * mean
-        if self.tracing:
-            self.record(dt, k, n, pairs, cached)
-        else:
-            self.iterations += 1
+                pairs = n * attended_pairs(1, mean, 0)
+                cached = n * cached_tokens(mean, 0)
+        self.record(dt, k, n, pairs, cached)
         t = self.t + dt
         self.t = t
         self.step = s + k

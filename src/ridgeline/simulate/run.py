@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import statistics
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -81,23 +80,15 @@ class Result:
         return report.make_records(self.reqs, self.machine.ttft_offset_s, self.concurrency)
 
 
-_STEP_MODELS: OrderedDict[int, tuple[Deployment, StepModel]] = OrderedDict()
-STEP_MODELS_KEPT = 256  # deployments whose step model (and its memo of step times) is kept
-
-
 def step_model(m: Deployment) -> StepModel:
-    """The deployment's step model, kept for the deployments run most recently: its memo of
-    step times by token count then serves every run on the same deployment (a plan's trials,
-    a search's points) instead of being filled again by each. A step model is a pure
-    function of its deployment, so a kept one prices every step as a fresh one would."""
-    found = _STEP_MODELS.get(id(m))
-    if found is None or found[0] is not m:
-        found = (m, StepModel(m))
-        _STEP_MODELS[id(m)] = found
-        while len(_STEP_MODELS) > STEP_MODELS_KEPT:
-            _STEP_MODELS.popitem(last=False)
-    _STEP_MODELS.move_to_end(id(m))
-    return found[1]
+    """The deployment's step model, kept on it (`Deployment.kept`): its memo of step times
+    by token count then serves every run on the same deployment (a plan's trials, a
+    search's points) instead of being filled again by each. A step model is a pure function
+    of its deployment, so a kept one prices every step as a fresh one would."""
+    found = m.kept.get("step model")
+    if found is None:
+        found = m.kept["step model"] = StepModel(m)
+    return found
 
 
 def check_engine(cfg: EngineConfig, replicas: int) -> None:

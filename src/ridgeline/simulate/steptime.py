@@ -85,7 +85,7 @@ class StepModel:
         if found is None:
             zeros = [0.0] * len(self.groups)
             counts = self.block(tokens)
-            s = self.core(counts[0] if len(counts) == 1 else _array(counts), zeros, zeros)
+            s = self.core(_tokens(counts), zeros, zeros)
             columns = _columns(len(counts), s.compute_s, s.weight_s, s.overhead_s, s.comm_s, s.memory_s)
             for t, compute_s, weight_s, overhead_s, comm_s, memory_s in zip(counts, *columns, strict=True):
                 fixed_s = comm_s + overhead_s
@@ -115,7 +115,7 @@ class StepModel:
             zeros = [0.0] * len(self.groups)
             self.at_tokens(tokens)  # its block too
             counts = self.block(tokens)
-            t = counts[0] if len(counts) == 1 else _array(counts)
+            t = _tokens(counts)
             one = self.core(t, zeros, zeros, t + 1.0)
             more = self.core(t, zeros, zeros, t + 1.0 + PROBE)
             n = len(counts)
@@ -191,7 +191,10 @@ class StepModel:
         return all(math.isclose(x, y, rel_tol=1e-12, abs_tol=0.0) for x, y in zip(got, want, strict=True))
 
 
-def _array(counts: list[int]) -> Any:
+def _tokens(counts: list[int]) -> Any:
+    """The token counts as the core takes them: one number, or an array of several."""
+    if len(counts) == 1:
+        return counts[0]
     import numpy as np
 
     return np.array(counts, dtype=float)
