@@ -13,6 +13,7 @@ import pytest
 
 from ridgeline import metrics
 from ridgeline.models import get_model
+from ridgeline.search import fidelity
 from ridgeline.search.executors import Executor
 from ridgeline.search.fidelity import windows
 from ridgeline.search.run import SearchResult, Settings, search
@@ -159,3 +160,44 @@ def test_a_p99_lies_between_the_kth_and_the_next_largest() -> None:
 def test_the_windows_grow_to_a_constant() -> None:
     assert windows(100) == [(0, 4), (4, 12), (12, 28), (28, 60), (60, 92), (92, 100)]
     assert windows(3) == [(0, 3)] and windows(0) == []
+
+
+def test_a_windows_whole_runs_go_in_batches_that_beat_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window's whole runs go WHOLE_BATCH at a time, cheapest first: a met point of one batch
+    beats points of the next on their screens' bounds, which then need no run. Sending them
+    all at once gives the same answer for more whole runs."""
+    w, slo, _, _ = CASES["fixed lengths"]
+    arch = get_model("llama-3.1-8b")
+    space = make_space(AXES, None, arch)
+    s = Settings("llama-3.1-8b", arch, w, slo)
+    batched = search(space, s, Executor("local", 1), str(tmp_path / "batched"))
+    monkeypatch.setattr(fidelity, "WHOLE_BATCH", 10**6)
+    at_once = search(space, s, Executor("local", 1), str(tmp_path / "at-once"))
+    assert answer_of(batched) == answer_of(at_once)
+    assert batched.stages.full < at_once.stages.full, (batched.stages, at_once.stages)
+    assert batched.stages.screened == at_once.stages.screened  # the screens are the same
+
+
+@pytest.mark.parametrize("stop_at", [5, 11, 17, 23, 29, 35])
+def test_a_search_resumed_anywhere_gives_the_rows_of_one_never_stopped(stop_at: int, tmp_path: Path) -> None:
+    """Ctrl-C after any point, then --resume: the points run whole before the stop keep their
+    place in their window's order, so every later decision is the one an uninterrupted search
+    makes."""
+    w, slo, _, _ = CASES["fixed lengths"]
+    arch = get_model("llama-3.1-8b")
+    space = make_space(AXES, None, arch)
+    s = Settings("llama-3.1-8b", arch, w, slo)
+    whole = search(space, s, Executor("local", 1), str(tmp_path / "whole"))
+    assert whole.stages.survivors > stop_at
+
+    def ctrl_c(done: int, total: int) -> None:
+        if done == stop_at:
+            raise KeyboardInterrupt
+
+    out = str(tmp_path / "stopped")
+    assert search(space, s, Executor("local", 1), out, progress=ctrl_c).interrupted == "SIGINT"
+    resumed = search(space, s, Executor("local", 1), out, resume=True)
+    assert resumed.stages.resumed == stop_at
+    assert {r["key"]: r for r in resumed.rows} == {r["key"]: r for r in whole.rows}

@@ -12,7 +12,9 @@ each point of a window is decided with what the windows before it found:
    replica's first 1/24 of them, then, for those still undecided, 1/6), which bounds the whole
    run's p99s from below; a bound past a target is "missed", a point beaten on the bounds
    "dominated" (fidelity "screen");
-3. full: the rest run whole, as every survivor did before, and are met, missed or error.
+3. full: the rest run whole, WHOLE_BATCH at a time, cheapest and nearest the SLO first, and
+   are met, missed or error; a point that a met point of an earlier batch beats on its
+   screen's bounds is "dominated" without its run (fidelity "screen").
 
 Beaten means a met point Q with Q's cost <= P's, Q's p99 TTFT <= P's least and Q's p99 TPOT
 <= P's least, one of them strictly: then Q is at least as good as P on all three and better on
@@ -30,8 +32,9 @@ request of a ninth of the README's example's points (153: the first replica's fi
 tests/test_search.py screens and runs whole every point of a small space (three workloads),
 and tests/test_search_fidelity.py holds every whole run's p99s to its `*_least_s` columns.
 
-Every executor gives the same rows: a window's decisions read only the windows before it,
-the windows' sizes are constants, and a point's screen and run depend on the point alone.
+Every executor gives the same rows: a window's decisions read only the windows before it
+and its own earlier batches, the windows' and batches' sizes are constants, and a point's
+screen and run depend on the point alone.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from ridgeline.search.stage import LEAST, Context, Screened, Task, point_row, ru
 WINDOW = 32  # points decided together at most: the windows before them decide what they need
 FIRST_WINDOW = 4  # the first windows are smaller (4, 8, 16): the cheapest points that meet the
 # SLO are held against the next ones sooner
+WHOLE_BATCH = 2  # whole runs sent together: a batch's met points can beat the next batches' points
 SCREENS = (24, 6)  # a screen runs the first 1/24 of a point's requests; a second one 1/6
 OnRow = Callable[[dict[str, Any]], None]
 
@@ -72,6 +76,12 @@ class Least:
     def of(cls, b: Bounds) -> Least:
         """The closed forms' least p99s and most attainment (prune.bounds)."""
         return cls(b.ttft_s, b.tpot_s, b.e2e_s, b.attainment)
+
+    @classmethod
+    def of_row(cls, row: dict[str, Any]) -> Least:
+        """The bounds a decided point's row holds."""
+        ttft, tpot, e2e = (row[column] for column in LEAST.values())
+        return cls(ttft, tpot, e2e, row["slo_attainment_most"])
 
     def raised(self, s: Screened) -> Least:
         """With a screen's bounds: the larger of each."""
@@ -192,6 +202,7 @@ class Stage:
     points: dict[str, tuple[Task, Least]] = field(default_factory=dict)  # the window's
     whole: list[Task] = field(default_factory=list)  # the window's points to run whole
     undecided: list[Task] = field(default_factory=list)  # after the window's last screen
+    screens_of: dict[str, Screened] = field(default_factory=dict)  # the window's last screen of each point
 
     def window(
         self,
@@ -206,9 +217,12 @@ class Stage:
         the last of them: that window's decisions still wait for this one's met points."""
         self.points = {t.key: (t, Least.of(b)) for t, b in zip(tasks, closed, strict=True)}
         self.whole = []
+        self.screens_of = {}
         screens: list[Task] = []
+        resumed: list[str] = []
         for key, (task, least) in self.points.items():
             if key in self.done:
+                resumed.append(key)
                 continue
             if self.exhaustive:
                 self.whole.append(task)
@@ -223,11 +237,61 @@ class Stage:
             screens = self.undecided
         self.whole += screens
         ahead = self.first_screens(upcoming, upcoming_closed) if self.whole else []
-        self.session.run(self.whole, self.ran, ahead)
-        for key in self.points:
-            row = self.done.get(key)
-            if row is not None and row["status"] == "met":
-                self.met.add(row)
+        if self.exhaustive:
+            self.session.run(self.whole, self.ran, ahead)
+            for key in self.points:
+                if (row := self.done.get(key)) is not None and row["status"] == "met":
+                    self.met.add(row)
+            return
+        self.run_whole(ahead, resumed)
+
+    def run_whole(self, ahead: Sequence[Task], resumed: Sequence[str]) -> None:
+        """The window's whole runs, WHOLE_BATCH at a time, cheapest and nearest their bounds
+        first: each batch's met points join those the later batches are held against, so a
+        point that one of them beats is decided without its run. Points run whole by an
+        earlier, interrupted search (`resumed`) keep their place in the order and are not
+        run again: the rows are those of a search never interrupted."""
+        order = sorted(
+            [self.points[key][0] for key in resumed if self.done[key]["fidelity"] == "full"] + self.whole,
+            key=self.promise,
+        )
+        while order:
+            order = [task for task in order if not self.beaten_now(task)]
+            batch, order = order[:WHOLE_BATCH], order[WHOLE_BATCH:]
+            self.session.run([task for task in batch if task.key not in self.done], self.ran, ahead)
+            for task in batch:
+                if (row := self.done[task.key])["status"] == "met":
+                    self.met.add(row)
+
+    def promise(self, task: Task) -> tuple[float, float, str]:
+        """Cheapest first, then nearest the SLO's targets on its least p99s (a point that
+        beats others has low ones), then by key: the order of the window's whole runs."""
+        row = self.done.get(task.key)
+        if row is not None:  # resumed: its cost and bounds as its run saw them
+            cost, least = row["usd_per_million_tokens"], Least.of_row(row)
+        else:
+            s = self.screens_of.get(task.key)
+            least = self.points[task.key][1]
+            cost = math.inf if s is None else self.cost(task, (s.prompt_tokens_mean, s.output_tokens_mean))
+        near = 0.0
+        for key in LEAST:
+            limit, value = getattr(self.ctx.slo, key), getattr(least, key)
+            if limit and value is not None:
+                near += value / limit
+        return cost, near, task.key
+
+    def beaten_now(self, task: Task) -> bool:
+        """Whether a point the window's earlier batches ran beats this one on its screen's
+        bounds (it is then decided, as a screen's point is)."""
+        s = self.screens_of.get(task.key)
+        if task.key in self.done or s is None or s.error is not None:
+            return False
+        least = self.points[task.key][1]
+        tokens = (s.prompt_tokens_mean, s.output_tokens_mean)
+        beaten = self.met.beaten_by(self.cost(task, tokens), least)
+        if beaten is not None:
+            self.emit(decided(self.ctx, task, least, "screen", "dominated", beaten, tokens, s))
+        return beaten is not None
 
     def first_screens(self, tasks: Sequence[Task], closed: Sequence[Bounds]) -> list[Task]:
         """The first screens the next window will likely run: its points not done, less
@@ -256,6 +320,7 @@ class Stage:
             return
         least = least.raised(s)
         self.points[s.key] = (task, least)
+        self.screens_of[s.key] = s
         tokens = (s.prompt_tokens_mean, s.output_tokens_mean)
         if least.missed(self.ctx):
             self.emit(decided(self.ctx, task, least, "screen", "missed", None, tokens, s))

@@ -26,7 +26,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.interrupts import SigtermInterrupts
 from ridgeline.search import answer as answers
 from ridgeline.search.executors import Executor, PoolSession
-from ridgeline.search.fidelity import SCREENS, WINDOW, Work, simulate_stage
+from ridgeline.search.fidelity import SCREENS, WHOLE_BATCH, WINDOW, Work, simulate_stage
 from ridgeline.search.launch import launch
 from ridgeline.search.prune import demand, prune
 from ridgeline.search.space import Space, point_seed
@@ -41,6 +41,7 @@ from ridgeline.simulate.workload import Lengths, Workload, check_context, make_r
 MAX_SEARCH_REQUESTS = 1_000_000_000  # survivors x requests per point: about 11 hours of one core
 TURNOVERS = 10  # --requests auto: requests per point / requests in the fleet at once
 MIN_REQUESTS, MAX_REQUESTS = 1000, 20000  # --requests auto's range
+DECIDING = {"one_in": list(SCREENS), "window": WINDOW, "whole_batch": WHOLE_BATCH}  # a resumed run's too
 Progress = Callable[[int, int], None]
 
 
@@ -156,7 +157,7 @@ def fingerprint(s: Settings, rate: float) -> dict[str, Any]:
         "block_tokens": s.block_tokens,
         "gpu_memory_utilization": s.gpu_memory_utilization,
         "price_per_gpu_hour": s.price_per_gpu_hour,
-        "screens": None if s.exhaustive else {"one_in": list(SCREENS), "window": WINDOW},
+        "screens": None if s.exhaustive else DECIDING,
     }
 
 
