@@ -580,3 +580,22 @@ def test_the_answer_warns_when_its_replicas_api_servers_cannot_keep_up(tmp_path:
         make_space(axes | {"replicas": "2"}, None, arch), s, Executor("local", 1), str(tmp_path / "2")
     )
     assert two.cheapest is not None and not any("server-bound" in x for x in two.warnings)
+
+
+def test_a_pool_forks_only_while_its_process_runs_one_thread() -> None:
+    """Forked workers start with the parent's imports; a fork copies no other thread, so once
+    one runs (a web server's, Ray's) the pool spawns fresh interpreters instead."""
+    code = (
+        "import sys, threading, time\n"
+        "from ridgeline.search.executors import start_method\n"
+        "alone = start_method()\n"
+        "threading.Thread(target=time.sleep, args=(0.5,), daemon=True).start()\n"
+        "print(alone, start_method(), 'numpy' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    alone, threaded, numpy_loaded = out.stdout.split()
+    assert threaded == "spawn"
+    if sys.platform == "linux":
+        assert (alone, numpy_loaded) == ("fork", "True")  # loaded here, once, for every worker
+    else:
+        assert alone == "spawn"

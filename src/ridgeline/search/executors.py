@@ -16,6 +16,7 @@ import ipaddress
 import logging
 import os
 import re
+import sys
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -157,13 +158,26 @@ def ident(task: Task) -> tuple[str, int]:
     return task.key, task.screen
 
 
+def start_method() -> str:
+    """How a pool's workers start: forked on Linux while this process runs its main thread
+    alone (a fork copies no other thread, and so no lock another thread holds), with numpy
+    and the simulator loaded once, here, for every worker; spawned elsewhere (a fresh
+    interpreter each, and its imports)."""
+    import threading
+
+    if sys.platform == "linux" and threading.active_count() == 1:
+        import numpy  # noqa: F401  # a screen's first need (this module imports the simulator)
+
+        return "fork"
+    return "spawn"
+
+
 class PoolSession(Session):
-    """`workers` fresh processes (spawned: no lock or thread of this process is copied into
-    them), each given the context once, then runs of one deployment's tasks from a shared
-    queue; each result comes back the moment its task finishes. Tasks sent ahead (`run`'s
-    `after`) queue behind the batch; their results wait here until a `run` asks for them.
-    A worker that dies (killed, out of memory) stops the search with one line instead of
-    leaving it waiting."""
+    """`workers` processes (forked or spawned: start_method), each given the context once,
+    then runs of one deployment's tasks from a shared queue; each result comes back the
+    moment its task finishes. Tasks sent ahead (`run`'s `after`) queue behind the batch;
+    their results wait here until a `run` asks for them. A worker that dies (killed, out of
+    memory) stops the search with one line instead of leaving it waiting."""
 
     def __init__(self, ctx: Context | None, workers: int) -> None:
         super().__init__(ctx)  # type: ignore[arg-type]  # None until `prestart`'s session sets it
@@ -178,7 +192,10 @@ class PoolSession(Session):
         """Start the workers; each waits for its context (`__enter__` sends it)."""
         import multiprocessing
 
-        mp = multiprocessing.get_context("spawn")
+        mp: Any = multiprocessing.get_context(start_method())
+        for stream in (sys.stdout, sys.stderr):  # a forked worker flushes its copy as it ends
+            if stream is not None:
+                stream.flush()
         self.inbox: Any = mp.Queue()
         self.outbox: Any = mp.Queue()
         for _ in range(self.workers):

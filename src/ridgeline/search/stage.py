@@ -320,6 +320,7 @@ def pool_worker(pipe: Any, inbox: Any, outbox: Any) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # forked: not the parent's handler
     import numpy  # noqa: F401  # a screen's first need: loaded while the prune stage runs
 
     try:
