@@ -18,7 +18,7 @@ from ridgeline.search.executors import Executor
 from ridgeline.search.fidelity import windows
 from ridgeline.search.run import SearchResult, Settings, search
 from ridgeline.search.space import make_space
-from ridgeline.search.stage import COLUMNS, HOW, LEAST, kth_largest, p99_rank
+from ridgeline.search.stage import COLUMNS, HOW, LEAST, exact_mean, kth_largest, p99_rank
 from ridgeline.search.store import read_rows
 from ridgeline.simulate.workload import Lengths, Trace, Workload
 
@@ -201,3 +201,14 @@ def test_a_search_resumed_anywhere_gives_the_rows_of_one_never_stopped(stop_at: 
     resumed = search(space, s, Executor("local", 1), out, resume=True)
     assert resumed.stages.resumed == stop_at
     assert {r["key"]: r for r in resumed.rows} == {r["key"]: r for r in whole.rows}
+
+
+def test_a_screens_token_means_are_the_whole_runs_to_the_bit() -> None:
+    """A point's cost divides by its run's token means, so a screen's (an exact integer sum,
+    divided once) must equal judge_run's statistics.fmean to the last bit."""
+    import statistics
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 7, 300, 2600, 100_000):
+        lengths = rng.integers(1, 131_072, n)
+        assert exact_mean(lengths) == statistics.fmean(lengths.tolist())

@@ -250,6 +250,21 @@ def test_kv_capacity_is_the_memory_plans_room() -> None:
     assert kv.blocks == int(room // (16 * 131072))
 
 
+def test_a_deployment_keeps_its_kv_plan_for_the_same_settings() -> None:
+    """A plan's trials and a search's screens ask again for the same cache: the deployment
+    keeps it (`Deployment.kept`). Other settings plan their own, and a pickled copy, which
+    keeps nothing, plans the same cache afresh."""
+    import pickle
+
+    m = Deployment.build(gpu="h200")
+    first = kv_cache(m, 16, 0.9, 256, 8192)
+    assert kv_cache(m, 16, 0.9, 256, 8192) is first
+    other = kv_cache(m, 16, 0.8, 256, 8192)
+    assert other.blocks < first.blocks  # less memory planned for, fewer blocks
+    fresh = pickle.loads(pickle.dumps(m))
+    assert "kept" not in vars(fresh) and kv_cache(fresh, 16, 0.9, 256, 8192) == first
+
+
 def test_prefix_cache_hit_skips_the_cached_tokens() -> None:
     """Half the prompt cached (64 whole blocks of 16): the prefill is a pass of the other
     half after that context."""

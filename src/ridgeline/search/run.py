@@ -104,7 +104,7 @@ class SearchResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The `--json` answer (the rows stay in the results folder)."""
-        out = asdict(self)
+        out = asdict(replace(self, rows=[]))  # not a deep copy of every row, to drop them
         del out["rows"]
         return out
 

@@ -251,6 +251,12 @@ def simulate_task(ctx: Context, task: Task) -> dict[str, Any] | Screened:
     return row
 
 
+def exact_mean(lengths: Any) -> float:
+    """The mean of token counts, as statistics.fmean gives it (their exact sum, rounded once
+    on division), without a list of them."""
+    return int(lengths.sum()) / len(lengths)
+
+
 def p99_rank(n: int) -> int:
     """k: a p99 of n values (linear interpolation) is at least their k-th largest."""
     return n - math.floor(0.99 * (n - 1))
@@ -301,8 +307,8 @@ def screen(ctx: Context, task: Task) -> Screened:
         tpot_s=kth_largest(cols["tpot_s"], p99_rank(decoding)) if decoding else None,
         e2e_s=kth_largest(cols["e2e_s"], p99_rank(whole)),
         attainment=(whole - bad) / whole,
-        prompt_tokens_mean=statistics.fmean(prompt.tolist()),  # as make_requests' lists hold them
-        output_tokens_mean=statistics.fmean(output.tolist()) + 1,
+        prompt_tokens_mean=exact_mean(prompt),  # the whole run's, as judge_run's fmean gives them
+        output_tokens_mean=exact_mean(output) + 1,
         kv_tokens=res.kv.tokens,
     )
 

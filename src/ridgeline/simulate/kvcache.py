@@ -47,7 +47,12 @@ def kv_cache(
     max_num_batched_tokens: int = Scheduler.max_num_batched_tokens,
 ) -> KvCache:
     """The cache a deployment has once the memory plan for a full step (max_num_seqs
-    sequences sharing max_num_batched_tokens) has set the weights and activations aside."""
+    sequences sharing max_num_batched_tokens) has set the weights and activations aside.
+    Kept on the deployment (`Deployment.kept`): a plan's trials and a search's screens ask
+    again for the same cache."""
+    key = ("kv cache", block_tokens, utilization, max_num_seqs, max_num_batched_tokens)
+    if (found := m.kept.get(key)) is not None:
+        return found
     check_size("--block-tokens", block_tokens, 1, MAX_BLOCK_TOKENS)
     check_size("--max-num-seqs", max_num_seqs, 1, MAX_COUNT)
     check_size("--max-num-batched-tokens", max_num_batched_tokens, 1, MAX_TOKENS)
@@ -71,4 +76,5 @@ def kv_cache(
             f"(weights {g.weight_bytes / 1e9:.1f} GB of {g.usable_bytes / 1e9:.1f} GB usable per GPU): "
             "raise --tp or --gpu-memory-utilization, or choose narrower --weights"
         )
-    return KvCache(block_tokens, blocks, room, per_token)
+    found = m.kept[key] = KvCache(block_tokens, blocks, room, per_token)
+    return found
