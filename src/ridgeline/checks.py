@@ -109,3 +109,15 @@ def split_list(flag: str, text: str, example: str) -> list[str]:
     if not all(items):
         raise RidgelineError(f"{flag} {text!r:.80} has an empty value between its commas")
     return items
+
+
+def check_switch(name: str, value: Any) -> bool | None:
+    """on or off (a file's true or false), or engine: None, the engine profile's own."""
+    if isinstance(value, bool):
+        return value
+    text = value.strip().lower() if isinstance(value, str) else ""
+    if text == "engine":
+        return None
+    if text not in ("on", "off"):
+        raise RidgelineError(f"{name}: {value!r:.60} is not on, off or engine (the profile's own)")
+    return text == "on"

@@ -31,6 +31,11 @@ MAX_TOKENS = option(
     "--max-num-batched-tokens",
     help="Token budget of one step, chunked prefill (default 8192, or the --engine's).",
 )
+CHUNKED = option(
+    None,
+    "--chunked-prefill",
+    help="on, or off: a prefill runs whole in one step (default: the --engine's, else on).",
+)
 BLOCK = option(16, "--block-tokens", help="Tokens per KV-cache block (1 to 1024).")
 UTILIZATION = option(0.9, "--gpu-memory-utilization", help="Fraction of memory for weights and KV.")
 HIT_RATE = option(0.0, "--prefix-hit-rate", help="Fraction of each prompt found in the prefix cache.")
@@ -75,6 +80,7 @@ def simulate(
     output_dist: str = OUTPUT_DIST,
     max_num_seqs: int | None = MAX_SEQS,
     max_num_batched_tokens: int | None = MAX_TOKENS,
+    chunked_prefill: str | None = CHUNKED,
     block_tokens: int = BLOCK,
     gpu_memory_utilization: float = UTILIZATION,
     prefix_hit_rate: float = HIT_RATE,
@@ -117,8 +123,9 @@ def simulate(
         shared_prefix,
     )
     cfg = engine_config(
-        d, max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization, not no_jump
-    )
+        d, max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization, not no_jump,
+        chunked_prefill=_chunked(chunked_prefill),
+    )  # fmt: skip
     slo = _slo_or_none(slo_ttft_p99, slo_tpot_p99, slo_e2e_p99)
     total = len(w.trace.arrival_s) if w.trace else (w.requests or None)
     if total is None and not w.closed and w.rate_per_s and w.duration_s:
@@ -168,6 +175,7 @@ def plan(
     output_dist: str = OUTPUT_DIST,
     max_num_seqs: int | None = MAX_SEQS,
     max_num_batched_tokens: int | None = MAX_TOKENS,
+    chunked_prefill: str | None = CHUNKED,
     block_tokens: int = BLOCK,
     gpu_memory_utilization: float = UTILIZATION,
     prefix_hit_rate: float = HIT_RATE,
@@ -238,8 +246,9 @@ def plan(
     ]
     # every deployment shares the engine profile, so its scheduler's defaults hold for all
     cfg = engine_config(
-        deployments[0], max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization
-    )
+        deployments[0], max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization,
+        chunked_prefill=_chunked(chunked_prefill),
+    )  # fmt: skip
     estimate = len(deployments) * (seeds * 8 + 1 + planner.CONFIRM_SEEDS)
     with SigtermInterrupts(say=True), _progress(not as_json, estimate, "planning") as progress:
         ticks = [0]
@@ -366,3 +375,10 @@ class _progress:
 def register(app: Any) -> None:
     app.command(name="simulate")(typed(simulate))
     app.command(name="plan")(typed(plan))
+
+
+def _chunked(value: str | None) -> bool | None:
+    """--chunked-prefill: on, off, or None (the --engine's, else on)."""
+    from ridgeline.checks import check_switch
+
+    return None if value is None else check_switch("--chunked-prefill", value)

@@ -45,6 +45,7 @@ class EngineConfig:
     gpu_memory_utilization: float = 0.9
     jump: bool = True  # closed-form runs of decode steps; False steps one by one
     policy: str = Scheduler.policy
+    chunked_prefill: bool = True  # False: a prefill runs whole in one step, never split
 
     def __post_init__(self) -> None:
         self.check()
@@ -56,6 +57,8 @@ class EngineConfig:
         check_fraction("--gpu-memory-utilization", self.gpu_memory_utilization)
         if not isinstance(self.jump, bool):
             raise RidgelineError(f"jump must be True or False, got {self.jump!r}")
+        if not isinstance(self.chunked_prefill, bool):
+            raise RidgelineError(f"chunked_prefill must be True or False, got {self.chunked_prefill!r}")
         if not isinstance(self.policy, str) or self.policy not in POLICIES:
             raise RidgelineError(
                 f"scheduler policy {self.policy!r} is unknown: use {' or '.join(map(repr, POLICIES))}"
@@ -108,6 +111,7 @@ class Engine:
         self.free_blocks = self.blocks
         self.max_num_batched_tokens = cfg.max_num_batched_tokens
         self.max_num_seqs = cfg.max_num_seqs
+        self.chunked_prefill = cfg.chunked_prefill
         self.replica = replica
         self.follow_up = follow_up
         self.t = 0.0

@@ -12,9 +12,12 @@ only the prefill chunks) or sit it out: a prefill-only step, whose time passes w
 emit nothing.
 
 Adding a policy is one class with `schedule(view) -> StepPlan`, named in scheduler.POLICIES
-(EngineConfig(policy=NAME) picks it; the engine makes one per replica). Two more parts are
-optional: `requeue_at_head`, a class attribute (default True: a preempted request rejoins the
-queue at its head; False: at its tail), and `quiet_steps(view, most) -> int`, for a policy
+(EngineConfig(policy=NAME) picks it; the engine makes one per replica). A policy honours
+`view.chunked_prefill`: when it is off, a chunk is the whole rest of a prefill or nothing.
+Three more parts are optional: `requeue_at_head`, a class attribute (default True: a preempted
+request rejoins the queue at its head; False: at its tail), `recomputes` (default True: a
+preempted request prefills its prompt and what it wrote again, which with chunked prefill off
+one step must hold: run.check_whole_prefills), and `quiet_steps(view, most) -> int`, for a policy
 under which a waiting queue can move before a request finishes: how many decode-only steps,
 from the one about to run, may pass before it must be asked again (without it a queue the
 policy left waiting stays so until a request finishes, and the engine leaps to that).
@@ -69,6 +72,9 @@ class SchedulerView(Protocol):
 
     @property
     def max_num_batched_tokens(self) -> int: ...
+
+    @property
+    def chunked_prefill(self) -> bool: ...  # False: a prefill is scheduled whole or not at all
 
     def decode_blocks(self) -> int:
         """Fresh blocks the decoders take this step: one each whose last block is full."""

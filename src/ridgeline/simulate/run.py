@@ -17,6 +17,7 @@ from ridgeline.simulate.engine import Engine, EngineConfig
 from ridgeline.simulate.kvcache import KvCache, blocks_for, kv_cache
 from ridgeline.simulate.requests import Requests
 from ridgeline.simulate.router import check_router, run_fleet
+from ridgeline.simulate.scheduler import POLICIES
 from ridgeline.simulate.steptime import StepModel
 from ridgeline.simulate.workload import ClosedLoop, Workload, make_requests
 
@@ -106,9 +107,11 @@ def engine_config(
     gpu_memory_utilization: float = 0.9,
     jump: bool = True,
     policy: str | None = None,
+    chunked_prefill: bool | None = None,
 ) -> EngineConfig:
     """The engine's knobs: those given, else the deployment's engine profile's scheduler
-    (its policy, max sequences and batched-token budget), else vLLM's defaults."""
+    (its policy, max sequences, batched-token budget and chunked prefill), else vLLM's
+    defaults."""
     base = m.scheduler or EngineConfig()
     return EngineConfig(
         max_num_seqs=base.max_num_seqs if max_num_seqs is None else max_num_seqs,
@@ -119,6 +122,7 @@ def engine_config(
         gpu_memory_utilization=gpu_memory_utilization,
         jump=jump,
         policy=base.policy if policy is None else policy,
+        chunked_prefill=base.chunked_prefill if chunked_prefill is None else chunked_prefill,
     )
 
 
@@ -145,6 +149,25 @@ def check_fits(reqs: Requests, start: int, blocks: int, block_tokens: int) -> No
             raise RidgelineError(
                 f"a request of {reqs.prompt[i]:,} + {reqs.output[i]:,} tokens needs more KV cache than "
                 f"a replica holds ({blocks * block_tokens:,} tokens): shorten it or raise --tp"
+            )
+
+
+def check_whole_prefills(reqs: Requests, start: int, cfg: EngineConfig) -> None:
+    """With chunked prefill off, every prefill must fit one step's token budget whole: a
+    request's prompt (less its prefix-cache hit) and, under a policy that preempts by
+    recompute (vLLM's, SGLang's), its prompt and every token it may have written by then."""
+    if cfg.chunked_prefill:
+        return
+    again = getattr(POLICIES[cfg.policy], "recomputes", True)
+    budget = cfg.max_num_batched_tokens
+    for i in range(start, len(reqs)):
+        tokens = reqs.prompt[i] + (reqs.output[i] if again else 0) - reqs.hit[i]
+        if tokens > budget:
+            redo = f" and a recompute of its {reqs.output[i]:,} output tokens" if again else ""
+            raise RidgelineError(
+                f"with chunked prefill off a step must hold a whole prefill: a prompt of "
+                f"{reqs.prompt[i]:,} tokens{redo} needs --max-num-batched-tokens {tokens:,}, not "
+                f"{budget:,}: raise it, or turn chunked prefill on"
             )
 
 
@@ -189,6 +212,7 @@ def simulate(
             "round-robin, fewer replicas or fewer requests"
         )
     check_fits(reqs, 0, kv.blocks - pinned, bs)
+    check_whole_prefills(reqs, 0, cfg)
     follow_up = None
     if workload.closed:
         loop = ClosedLoop(workload, reqs, m.arch.max_context, bs)
@@ -197,6 +221,7 @@ def simulate(
             rid = loop.follow_up(done, finish_s)
             if rid is not None:
                 check_fits(reqs, rid, kv.blocks - pinned, bs)
+                check_whole_prefills(reqs, rid, cfg)
             return rid
 
     model = step_model(m)

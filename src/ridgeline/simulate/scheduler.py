@@ -14,6 +14,12 @@ limit (max_num_seqs):
    the budget, the sequence limit and the free blocks allow.
 Decodes therefore never wait for a prefill: vLLM requires max_num_batched_tokens >=
 max_num_seqs, so the decodes always fit.
+
+With chunked prefill off (`EngineConfig.chunked_prefill`, every policy), a prefill is never
+split across steps: the queue's head is admitted only when the whole of what it has to
+prefill fits the step's budget left and the free blocks, and it waits otherwise, with every
+request behind it. run.check_whole_prefills refuses a run in which some request's prefill
+could never fit a whole step.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from ridgeline.simulate.requests import DECODE, DONE
 class VllmPolicy:
     """vLLM's scheduler: decodes first, preemption by recompute of the latest admitted,
     chunked prefill within the token budget, first come, first served admission."""
+
+    recomputes = True  # a preempted request prefills its prompt and what it wrote again
 
     def schedule(self, view: SchedulerView) -> StepPlan:
         r = view.reqs
@@ -73,10 +81,13 @@ class VllmPolicy:
         running = decoding + end
         limit = view.max_num_seqs
         if budget > 0 and running < limit:
+            whole = not view.chunked_prefill
             for rid in view.waiting:
                 c = computed[rid]
                 n = target[rid] - c
                 if n > budget:
+                    if whole:
+                        break  # it waits for a step with room for all of it
                     n = budget
                 blocks = -(-(c + n - shared[rid]) // bs)
                 if blocks > free:
@@ -158,6 +169,7 @@ class SglangPolicy:
     refuse a request whose prompt and max_new_tokens fill the whole pool."""
 
     requeue_at_head = False  # a retracted request rejoins the queue at its tail
+    recomputes = True  # a retracted request prefills its prompt and what it wrote again
 
     def __init__(self) -> None:
         self.ratio_set = INIT_NEW_TOKEN_RATIO  # new_token_ratio as last set, ...
@@ -260,6 +272,8 @@ class SglangPolicy:
             if n + new >= room and not (idle and not chunks):
                 break
             whole = n <= budget
+            if not (whole or view.chunked_prefill):
+                break  # it waits for a batch with room for all of it
             n = min(n, budget, free * bs + shared[rid] - c)
             if n <= 0 or (whole and n < target[rid] - c):
                 break  # its blocks are not free
@@ -319,6 +333,8 @@ class NoEvictPolicy:
     recomputes one. Prefills are chunked within the token budget as in vLLM's, first come,
     first served; the decoders' blocks always fit, being promised."""
 
+    recomputes = False  # nothing is preempted
+
     def __init__(self) -> None:
         self.promised = 0  # the blocks of the whole lives of the admitted requests not yet finished
         self.life: dict[int, int] = {}  # each one's
@@ -360,7 +376,11 @@ class NoEvictPolicy:
             if life > spare:  # run.check_fits saw that every request fits an empty cache
                 break
             c = computed[rid]
-            n = min(target[rid] - c, budget)
+            n = target[rid] - c
+            if n > budget:
+                if not view.chunked_prefill:
+                    break  # it waits for a step with room for all of it
+                n = budget
             free -= -(-(c + n - shared[rid]) // bs)
             spare -= life
             self.promised += life
