@@ -86,7 +86,7 @@ def test_pruning_never_removes_a_point_the_simulation_would_keep(name: str, atta
     arch = get_model("llama-3.1-8b")
     space = make_space(
         {"gpu": "l4,a10g,h100-sxm", "tp": "1,2", "weights": "bf16,fp8", "maths": "bf16,fp8",
-         "kv_dtype": "bf16", "engine": "vllm,trtllm", "replicas": "1,2"},
+         "kv_dtype": "bf16", "engine": "vllm,trtllm", "chunked_prefill": "on,off", "replicas": "1,2"},
         None, arch,
     )  # fmt: skip
     w = WORKLOADS[name]
@@ -100,15 +100,18 @@ def test_pruning_never_removes_a_point_the_simulation_would_keep(name: str, atta
     shapes = list(loose.deployments)
     ctx = Context("llama-3.1-8b", w, slo, attainment, w.rate_per_s or 1.0, "round-robin", 16, 0.9, None,
                   tuple(loose.deployments[s] for s in shapes))  # fmt: skip
-    every = [Point(s, p.max_num_seqs, p.max_num_batched_tokens, r)
+    every = [Point(s, p.max_num_seqs, p.max_num_batched_tokens, r, p.chunked_prefill)
              for s in shapes for p in loose.survivors if p.shape == s for r in (1, 2)]  # fmt: skip
     every = list({p.key: p for p in every}.values())
     met = set()
     for p in every:
         task = Task(p.key, shapes.index(p.shape), p.max_num_seqs, p.max_num_batched_tokens, p.replicas,
-                    point_seed(0, p.key))  # fmt: skip
+                    point_seed(0, p.key), chunked_prefill=p.chunked_prefill)  # fmt: skip
         row = simulate_task(ctx, task)
         assert isinstance(row, dict)
+        if row["status"] == "error":  # a drawn prompt longer than any step holds whole: refused
+            assert not p.chunked_prefill and "whole prefill" in row["error"], (p.key, row["error"])
+            continue
         if row["status"] == "met":
             met.add(p.key)
         # each simulated p99 is at least the closed form's bound on it
@@ -129,6 +132,7 @@ def test_pruning_never_removes_a_point_the_simulation_would_keep(name: str, atta
     assert met, "the space should hold points that meet the SLO"
     assert met <= kept, f"pruned but met in simulation: {sorted(met - kept)[:3]}"
     assert len(kept) < len(every)
+    assert {p.chunked_prefill for p in every} == {True, False}  # both ways of prefilling were run
 
 
 def test_a_request_that_cannot_fit_is_removed_for_memory() -> None:
@@ -435,6 +439,8 @@ def test_plan_takes_an_engine(capsys: pytest.CaptureFixture[str]) -> None:
         (["--tp", "3"], "no point of the space builds"),
         (["--goodput", "1.5"], "--goodput must be"),
         (["--gpu", "mi300x", "--engine", "trtllm"], "TensorRT-LLM does not run on amd accelerators"),
+        (["--chunked-prefill", "partly"], "is not on, off or engine"),
+        (["--out", "s3://user:secret@bucket/run"], "takes a local folder, not a URL"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -445,6 +451,7 @@ def test_bad_input_is_one_line_and_exit_2(
     code, out, err = run(capsys, "search", *base, *args)
     assert code == 2, (out, err)
     assert err.count("\n") == 1 and err.startswith("ridgeline: error:") and fragment in err, err
+    assert "secret" not in err  # a URL's credentials are not echoed
 
 
 @pytest.mark.parametrize(
@@ -599,3 +606,52 @@ def test_a_pool_forks_only_while_its_process_runs_one_thread() -> None:
         assert (alone, numpy_loaded) == ("fork", "True")  # loaded here, once, for every worker
     else:
         assert alone == "spawn"
+
+
+# --- chunked prefill as an axis ---------------------------------------------------------------
+
+
+def test_chunked_prefill_is_an_axis_and_a_whole_prefill_must_fit_the_budget() -> None:
+    """3,000-token prompts and 300 output tokens: unchunked, vLLM's policy needs a step of
+    3,300 tokens (a preempted request prefills its output again) and TensorRT-LLM's 3,000, so
+    a budget of 2,048 is no configuration for either, while 8,192 is; chunked, both are."""
+    arch = get_model("llama-3.1-8b")
+    space = make_space({"gpu": "h100-sxm", "tp": "1", "weights": "bf16", "maths": "bf16", "kv_dtype": "bf16",
+                        "engine": "vllm,trtllm", "max_num_batched_tokens": "2048,8192",
+                        "chunked_prefill": "on,off", "replicas": "1"}, None, arch)  # fmt: skip
+    assert space.to_dict()["chunked_prefill"] == ["on", "off"]
+    w = Workload(Lengths("fixed", 3000), Lengths("fixed", 300), rate_per_s=2.0, requests=100, duration_s=None)
+    pruned = prune(space, arch, demand(w, arch.max_context, 16), metrics.Slo(ttft_s=10.0), None, 2.0)
+    kept = {(p.shape.engine, p.max_num_batched_tokens, p.chunked_prefill) for p in pruned.survivors}
+    knobs = ((2048, True), (8192, True), (8192, False))
+    assert kept == {(e, b, c) for e in ("vllm", "trtllm") for b, c in knobs}
+    assert pruned.invalid == 2
+    assert "vllm: with chunked prefill off" in pruned.notes["invalid"]  # vLLM's shape comes first
+    assert "needs 3,300 tokens in one step" in pruned.notes["invalid"]
+    keys = {p.key for p in pruned.survivors if not p.chunked_prefill}
+    assert keys and all("|tokens8192|whole|x1" in key for key in keys)
+    with pytest.raises(RidgelineError, match="not on, off or engine"):
+        make_space({"chunked_prefill": "sometimes"}, None, arch)
+
+
+@pytest.mark.parametrize(
+    ("engine", "expected"),
+    [
+        ("vllm", "--no-enable-chunked-prefill --max-model-len 4096"),
+        ("sglang", "--chunked-prefill-size -1 --max-prefill-tokens 4096"),
+        ("trtllm", "--max_num_tokens 4096"),
+        ("llamacpp", "--batch-size 4096"),
+    ],
+)
+def test_a_launch_command_turns_chunked_prefill_off_as_its_engine_does(engine: str, expected: str) -> None:
+    from ridgeline.deployment import Deployment
+
+    d = Deployment.build("llama-3.1-8b", "h100-sxm", weights="fp8", maths="fp8", kv_dtype="fp8", tp=2,
+                         engine=engine)  # fmt: skip
+    found = launch(launch_row(engine, chunked_prefill=False), "meta-llama/Llama-3.1-8B", d, 16, 0.9)
+    assert found is not None and expected in found.command
+    assert "--enable-chunked-prefill" not in found.command.split()
+    if engine == "trtllm":
+        assert "enable_chunked_prefill: false" in found.files["extra-llm-api-options.yaml"]
+    if engine == "llamacpp":
+        assert any("no switch for chunked prefill" in note for note in found.assumptions)

@@ -47,6 +47,9 @@ def search(
     max_num_batched_tokens: str | None = _axis(
         "--max-num-batched-tokens", None, "Token budgets of a step, or engine (default: each engine's own)."
     ),
+    chunked_prefill: str | None = _axis(
+        "--chunked-prefill", None, "on, off (a prefill runs whole in one step), or engine (default)."
+    ),
     replicas: str | None = _axis(
         "--replicas", None, "Replica counts, or auto (default: from the fewest the best case allows)."
     ),
@@ -124,7 +127,7 @@ def search(
     axes = {
         "gpu": gpu, "tp": tp, "pp": pp, "ep": ep, "weights": weights, "maths": maths, "kv_dtype": kv_dtype,
         "engine": engine, "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
-        "replicas": replicas,
+        "chunked_prefill": chunked_prefill, "replicas": replicas,
     }  # fmt: skip
     the_space = make_space(axes, space, arch, gpu_file)
     w = build_workload(

@@ -75,6 +75,7 @@ def launch(
     files: dict[str, str] = {}
     tp, pp, ep = int(row["tp"]), int(row["pp"]), int(row["ep"])
     seqs, budget = int(row["max_num_seqs"]), int(row["max_num_batched_tokens"])
+    chunked = row.get("chunked_prefill") is not False
     weights, maths, kv = str(row["weights"]), str(row["maths"]), str(row["kv_dtype"])
     graphs = min(seqs, d.engine.graph_max_seqs) if d.engine is not None else 0  # decode batches captured
     if engine == "vllm":
@@ -86,7 +87,15 @@ def launch(
             if ep != tp * pp:
                 notes.append(f"vLLM spreads experts over all {tp * pp} GPUs of a replica, not {ep}")
         argv += ["--max-num-seqs", str(seqs), "--max-num-batched-tokens", str(budget)]
-        argv += ["--enable-chunked-prefill", "--block-size", str(block_tokens)]
+        if chunked:
+            argv += ["--enable-chunked-prefill"]
+        else:
+            argv += ["--no-enable-chunked-prefill", "--max-model-len", str(budget)]
+            notes.append(
+                "vLLM without chunked prefill needs --max-num-batched-tokens >= --max-model-len: the "
+                "context is capped at the budget, which holds every request of this workload"
+            )
+        argv += ["--block-size", str(block_tokens)]
         argv += ["--gpu-memory-utilization", f"{utilization:g}"]
         argv += vllm_dtypes(weights, maths, kv, notes)
     elif engine == "sglang":
@@ -96,7 +105,11 @@ def launch(
             argv += ["--pp-size", str(pp)]
         if ep > 1:
             argv += ["--ep-size", str(ep)]
-        argv += ["--max-running-requests", str(seqs), "--chunked-prefill-size", str(budget)]
+        argv += ["--max-running-requests", str(seqs)]
+        if chunked:
+            argv += ["--chunked-prefill-size", str(budget)]
+        else:  # -1 turns chunking off; a prefill batch is then bounded by --max-prefill-tokens
+            argv += ["--chunked-prefill-size", "-1", "--max-prefill-tokens", str(budget)]
         argv += ["--mem-fraction-static", f"{utilization:g}"]
         if graphs:
             argv += ["--cuda-graph-max-bs", str(graphs)]
@@ -117,7 +130,7 @@ def launch(
             f"{trtllm_kv_fraction(d, row, block_tokens, utilization):.2f}",
         ]
         options = ["scheduler_config:", f"  capacity_scheduler_policy: {trtllm_policy(str(row['policy']))}"]
-        options += ["enable_chunked_prefill: true"]
+        options += [f"enable_chunked_prefill: {'true' if chunked else 'false'}"]
         if graphs:
             options += ["cuda_graph_config:", "  enable_padding: true", f"  max_batch_size: {graphs}"]
         if kv in ("fp8", "int8"):
@@ -140,6 +153,12 @@ def launch(
         context = int(row["kv_tokens"] or 0) or seqs * 4096
         argv += ["--parallel", str(seqs), "--ctx-size", str(context)]
         argv += ["--batch-size", str(budget), "--ubatch-size", str(min(budget, 512))]
+        if not chunked:
+            notes.append(
+                "llama-server carries a prompt longer than --batch-size over several batches: it has "
+                "no switch for chunked prefill, so this --batch-size, which holds every prompt whole, "
+                "stands in for it"
+            )
         if tp > 1 or pp > 1:
             split = "row" if tp > 1 else "layer"
             argv += ["--split-mode", split, "--tensor-split", ",".join(["1"] * (tp * pp))]

@@ -53,6 +53,7 @@ from ridgeline.request import decode_time_s
 from ridgeline.search.space import AUTO_RUNGS, MAX_REPLICAS, Point, Shape, Space
 from ridgeline.simulate.engine import EngineConfig
 from ridgeline.simulate.kvcache import KvCache, blocks_for, kv_cache
+from ridgeline.simulate.scheduler import POLICIES
 from ridgeline.simulate.workload import Lengths, Workload, cached_prefix, clip_lengths
 from ridgeline.step import decode_step, prefill_step, price
 
@@ -191,11 +192,13 @@ class Config:
     gpus: int  # per replica
     price_per_gpu_hour: float
     capacity_per_s: float  # requests a replica serves at most (the fluid bound); nan if unused
+    chunked_prefill: bool = True
 
     @property
     def key(self) -> str:
         """The key of its points, less `|x<replicas>`."""
-        return Point(self.shape, self.max_num_seqs, self.max_num_batched_tokens, 0).key.removesuffix("|x0")
+        p = Point(self.shape, self.max_num_seqs, self.max_num_batched_tokens, 0, self.chunked_prefill)
+        return p.key.removesuffix("|x0")
 
 
 def capacity(d: Deployment, dem: Demand, seqs: Any, budget: Any, kv_tokens: Any) -> Any:
@@ -244,8 +247,8 @@ class Pruned:
     def survivors(self) -> list[Point]:
         cs = self.configs
         return [
-            Point(cs[c].shape, cs[c].max_num_seqs, cs[c].max_num_batched_tokens, int(r))
-            for c, r in zip(self.config.tolist(), self.replicas.tolist(), strict=True)
+            Point(c.shape, c.max_num_seqs, c.max_num_batched_tokens, int(r), c.chunked_prefill)
+            for c, r in zip((cs[i] for i in self.config.tolist()), self.replicas.tolist(), strict=True)
         ]
 
 
@@ -296,8 +299,12 @@ def configurations(
         sched = profiles[shape.engine].scheduler.on(gpus[shape.gpu])
         knobs = list(
             dict.fromkeys(
-                (sched.max_num_seqs if s is None else s, sched.max_num_batched_tokens if t is None else t)
-                for s, t in space.knobs()
+                (
+                    sched.max_num_seqs if s is None else s,
+                    sched.max_num_batched_tokens if t is None else t,
+                    sched.chunked_prefill if c is None else c,
+                )
+                for s, t, c in space.knobs()
             )
         )
         try:
@@ -311,10 +318,12 @@ def configurations(
         if b.tpot_s is not None:
             out.least_tpot_s = b.tpot_s if out.least_tpot_s is None else min(out.least_tpot_s, b.tpot_s)
         missed = b.missed(slo, attainment)
-        kept: list[tuple[int, int, int]] = []
-        for seqs, budget in knobs:
+        kept: list[tuple[int, int, int, bool]] = []
+        for seqs, budget, chunked in knobs:
             try:  # the engine's own checks (a token budget below the sequence limit)
-                EngineConfig(seqs, budget, block_tokens, gpu_memory_utilization, True, sched.policy)
+                EngineConfig(seqs, budget, block_tokens, gpu_memory_utilization, True, sched.policy, chunked)
+                if not chunked:
+                    check_whole(dem, budget, sched.policy)
             except RidgelineError as exc:
                 out.invalid += weight
                 out.note("invalid", shape, str(exc))
@@ -327,19 +336,35 @@ def configurations(
                 out.latency += weight
                 out.note("latency", shape, missed)
             else:
-                kept.append((seqs, budget, room.tokens))
+                kept.append((seqs, budget, room.tokens, chunked))
         if not kept:
             continue
         out.deployments[shape] = d
         out.bounds[shape] = b
         price_per_gpu = d.hw.price_per_hour_usd if price_per_gpu_hour is None else price_per_gpu_hour
-        seqs_, budgets, kv_tokens = zip(*kept, strict=True)
+        seqs_, budgets, kv_tokens, chunks = zip(*kept, strict=True)
         caps = capacity(d, dem, seqs_, budgets, kv_tokens).tolist() if auto else [math.nan] * len(kept)
         out.configs += [
-            Config(shape, s, t, d.gpus, price_per_gpu, c)
-            for s, t, c in zip(seqs_, budgets, caps, strict=True)
+            Config(shape, s, t, d.gpus, price_per_gpu, c, whole)
+            for s, t, c, whole in zip(seqs_, budgets, caps, chunks, strict=True)
         ]
     return out
+
+
+def check_whole(dem: Demand, budget: int, policy: str) -> None:
+    """With chunked prefill off, the prefill that every run holds (the least a draw gives, or a
+    trace's longest) must fit a step whole, as simulate.run.check_whole_prefills asks of each
+    request: its new prompt tokens, and under a policy that recomputes, its output too."""
+    import numpy as np
+
+    again = getattr(POLICIES[policy], "recomputes", True)
+    need = int(np.max(dem.new + dem.output if again else dem.new))
+    if need > budget:
+        what = "its prompt and, recomputed, its output" if again else "its prompt"
+        raise RidgelineError(
+            f"with chunked prefill off a step must hold a whole prefill: a request of this workload "
+            f"needs {need:,} tokens in one step ({what}), more than --max-num-batched-tokens {budget:,}"
+        )
 
 
 def _room(

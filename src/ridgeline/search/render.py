@@ -101,11 +101,13 @@ def search(r: SearchResult, plot: str | None = None) -> None:
 
 def front(rows: list[dict[str, Any]], title: str) -> None:
     t = Table(show_edge=False, title=title, title_justify="left")
+    whole = any(row.get("chunked_prefill") is False for row in rows[:FRONT_ROWS])  # a column only then
     for col in (
         "deployment",
         "engine",
         "seqs",
         "tokens",
+        *(("chunked",) if whole else ()),
         "replicas",
         "GPUs",
         "p99 TTFT",
@@ -119,6 +121,7 @@ def front(rows: list[dict[str, Any]], title: str) -> None:
             row["engine"],
             f"{row['max_num_seqs']:,}",
             f"{row['max_num_batched_tokens']:,}",
+            *(("on" if row.get("chunked_prefill") is not False else "off",) if whole else ()),
             f"{row['replicas']}",
             f"{row['gpus']:,}",
             _s(row["ttft_p99_s"]),
@@ -135,7 +138,7 @@ def _space(space: dict[str, Any]) -> str:
     for name in ("gpu", "tp", "weights", "maths", "kv_dtype", "engine"):
         values = space[name]
         parts.append(f"{len(values)} {name}" if len(values) > 3 else f"{name} {','.join(map(str, values))}")
-    for name in ("pp", "ep", "max_num_seqs", "max_num_batched_tokens"):
+    for name in ("pp", "ep", "max_num_seqs", "max_num_batched_tokens", "chunked_prefill"):
         if space[name] not in ([1], ["engine"]):
             parts.append(f"{name} {','.join(map(str, space[name]))}")
     reps = space["replicas"]

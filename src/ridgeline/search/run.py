@@ -269,7 +269,7 @@ def _search(
     stages.resumed = len(rows)
     tasks = [
         Task(p.key, index[p.shape], p.max_num_seqs, p.max_num_batched_tokens, p.replicas,
-             point_seed(s.workload.seed, p.key))
+             point_seed(s.workload.seed, p.key), chunked_prefill=p.chunked_prefill)
         for p in pruned.survivors
     ]  # fmt: skip
     closed = [pruned.bounds[p.shape] for p in pruned.survivors]

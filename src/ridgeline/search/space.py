@@ -8,6 +8,8 @@
     kv_dtype   default bf16, fp8
     engine     engine profiles (`ridgeline engines`); default every one
     max_num_seqs, max_num_batched_tokens   default `engine`: each profile's own scheduler's
+    chunked_prefill   on, off; default `engine`: each profile's own (off: a prefill runs
+               whole in one step, so the budget must hold the longest)
     replicas   default auto: from the fewest whose best case can carry the rate (prune.py)
 
 Each axis comes from its flag (a comma-separated list), else from a TOML file
@@ -48,6 +50,7 @@ DEFAULTS: dict[str, tuple[Any, ...]] = {
     "kv_dtype": ("bf16", "fp8"),
     "max_num_seqs": (None,),
     "max_num_batched_tokens": (None,),
+    "chunked_prefill": (None,),
     "replicas": (),
 }
 FLAGS = {
@@ -61,6 +64,7 @@ FLAGS = {
     "engine": "--engine",
     "max_num_seqs": "--max-num-seqs",
     "max_num_batched_tokens": "--max-num-batched-tokens",
+    "chunked_prefill": "--chunked-prefill",
     "replicas": "--replicas",
 }
 
@@ -79,6 +83,7 @@ class Space:
     engine: tuple[str, ...]
     max_num_seqs: tuple[int | None, ...]
     max_num_batched_tokens: tuple[int | None, ...]
+    chunked_prefill: tuple[bool | None, ...]
     replicas: tuple[int, ...]
 
     @property
@@ -99,8 +104,13 @@ class Space:
             for ep in self.ep
         ]
 
-    def knobs(self) -> list[tuple[int | None, int | None]]:
-        return [(s, t) for s in self.max_num_seqs for t in self.max_num_batched_tokens]
+    def knobs(self) -> list[tuple[int | None, int | None, bool | None]]:
+        return [
+            (s, t, c)
+            for s in self.max_num_seqs
+            for t in self.max_num_batched_tokens
+            for c in self.chunked_prefill
+        ]
 
     @property
     def replica_choices(self) -> int:
@@ -124,6 +134,8 @@ class Space:
                 out[f.name] = list(values) if values else "auto"
             elif f.name in ("max_num_seqs", "max_num_batched_tokens"):
                 out[f.name] = [ENGINE_OWN if v is None else v for v in values]
+            elif f.name == "chunked_prefill":
+                out[f.name] = [ENGINE_OWN if v is None else ("on" if v else "off") for v in values]
             else:
                 out[f.name] = list(values)
         return out
@@ -151,13 +163,16 @@ class Point:
     max_num_seqs: int
     max_num_batched_tokens: int
     replicas: int
+    chunked_prefill: bool = True
 
     @property
     def key(self) -> str:
+        """Its axes' values; `|whole` when a prefill runs whole (chunked prefill off)."""
         s = self.shape
         return (
             f"{s.gpu}|tp{s.tp}|pp{s.pp}|ep{s.ep}|w-{s.weights}|m-{s.maths}|kv-{s.kv_dtype}|{s.engine}"
-            f"|seqs{self.max_num_seqs}|tokens{self.max_num_batched_tokens}|x{self.replicas}"
+            f"|seqs{self.max_num_seqs}|tokens{self.max_num_batched_tokens}"
+            f"{'' if self.chunked_prefill else '|whole'}|x{self.replicas}"
         )
 
 
@@ -184,6 +199,7 @@ def example(flag: str) -> str:
         "--kv-dtype": "bf16,fp8",
         "--engine": "vllm,sglang",
         "--replicas": "auto",
+        "--chunked-prefill": "on,off",
     }.get(flag, "1,2,4")
 
 
@@ -232,6 +248,8 @@ def axis(name: str, raw: list[Any], where: str, known_gpus: dict[str, Any]) -> t
                 for v in raw
             ]
         )
+    if name == "chunked_prefill":
+        return dedupe([checks.check_switch(where, v) for v in raw])
     if not all(isinstance(v, str) for v in raw):
         raise RidgelineError(f"{where} must list names, such as {example(FLAGS[name])}")
     values = [v.strip() for v in raw]

@@ -55,6 +55,7 @@ COLUMNS: dict[str, str] = {
     "policy": "string",
     "max_num_seqs": "int64",
     "max_num_batched_tokens": "int64",
+    "chunked_prefill": "bool",
     "replicas": "int64",
     "gpus_per_replica": "int64",
     "gpus": "int64",
@@ -122,6 +123,7 @@ class Task:
     replicas: int
     seed: int
     screen: int = 0
+    chunked_prefill: bool = True
 
     def price_per_gpu_hour(self, ctx: Context) -> float:
         d = ctx.deployments[self.deployment]
@@ -180,6 +182,7 @@ def engine(ctx: Context, task: Task) -> EngineConfig:
         ctx.gpu_memory_utilization,
         True,
         policy,
+        task.chunked_prefill,
     )
 
 
@@ -201,6 +204,7 @@ def point_row(ctx: Context, task: Task) -> dict[str, Any]:
         policy=d.engine.scheduler.policy if d.engine is not None else "vllm",
         max_num_seqs=task.max_num_seqs,
         max_num_batched_tokens=task.max_num_batched_tokens,
+        chunked_prefill=task.chunked_prefill,
         replicas=task.replicas,
         gpus_per_replica=d.gpus,
         gpus=task.replicas * d.gpus,

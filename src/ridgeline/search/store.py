@@ -34,6 +34,7 @@ from ridgeline.search.stage import COLUMNS, FIDELITIES, STATUSES
 
 META = "_search.json"
 PART = re.compile(r"^part-(\d{5,})\.parquet$")
+URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # s3://, http://...: the results are a local folder
 FLUSH_S = 1.0
 FLUSH_ROWS = 512
 PYARROW_HINT = "pip install 'ridgeline[search]'"
@@ -64,6 +65,8 @@ class Store:
     def __init__(self, path: str | Path, fingerprint: dict[str, Any], resume: bool, overwrite: bool) -> None:
         if not isinstance(path, (str, Path)) or not str(path).strip():
             raise RidgelineError("--out needs a folder name, e.g. --out search.parquet")
+        if URL.match(str(path)):  # not echoed: a URL may hold credentials
+            raise RidgelineError("--out takes a local folder, not a URL; e.g. --out search.parquet")
         _arrow()  # pyarrow is here, or one line says how to get it
         self.path = Path(path).expanduser()
         self.fingerprint = loads_json(dumps(fingerprint))  # as it reads back from the file
@@ -142,8 +145,9 @@ class Store:
         for name in self._names():
             if not PART.match(name):
                 continue
-            try:
-                table = pq.read_table(self.path / name, schema=self.schema)
+            try:  # a file, not a path: pyarrow reads a name such as `http:/...` as a URI
+                with open(self.path / name, "rb") as part:
+                    table = pq.read_table(part, schema=self.schema)
             except Exception as exc:  # pyarrow's own errors: a damaged part is one line, not a traceback
                 raise RidgelineError(
                     f"cannot read {_show(self.path / name)} ({type(exc).__name__}); delete it and --resume"
@@ -171,7 +175,8 @@ class Store:
         name = f"part-{self.next_part:05d}.parquet"
         tmp = self.path / f".{name}.tmp"
         try:
-            pq.write_table(table, tmp)
+            with open(tmp, "wb") as part:  # a file, not a path: never read as a URI
+                pq.write_table(table, part)
             os.replace(tmp, self.path / name)
         except OSError as exc:
             raise RidgelineError(f"cannot write {_show(self.path / name)}: {exc.strerror or exc}") from None
@@ -203,4 +208,7 @@ def unwritten(row: dict[str, Any]) -> str | None:
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
     """Every row of a results folder (for a reader of the files; the search keeps its own)."""
     _, pq = _arrow()
-    return list(pq.read_table(Path(path).expanduser(), schema=schema()).to_pylist())
+    from pyarrow import fs
+
+    folder = str(Path(path).expanduser().resolve())  # absolute, on the local disk: never a URI
+    return list(pq.read_table(folder, schema=schema(), filesystem=fs.LocalFileSystem()).to_pylist())
