@@ -282,6 +282,7 @@ def test_a_perfect_engine_from_a_file_is_the_ideal_roofline_of_what_an_engine_ru
         (PERFECT + "scheduler = { large_max_num_seqs = 0 }\n", "scheduler.large_max_num_seqs"),
         (PERFECT + "overhead = { graph = 0.0 }\n", "overhead.graph"),
         (PERFECT + "overhead = { graph_max_seqs = -1 }\n", "overhead.graph_max_seqs"),
+        (PERFECT + 'scheduler = { chunked_prefill = "off" }\n', "chunked_prefill must be true or false"),
     ],
 )
 def test_a_bad_profile_is_one_line_and_status_2(

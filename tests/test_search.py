@@ -651,6 +651,10 @@ def test_a_launch_command_turns_chunked_prefill_off_as_its_engine_does(engine: s
     found = launch(launch_row(engine, chunked_prefill=False), "meta-llama/Llama-3.1-8B", d, 16, 0.9)
     assert found is not None and expected in found.command
     assert "--enable-chunked-prefill" not in found.command.split()
+    if engine == "vllm":  # a budget that covers the model's context needs no cap on it
+        whole = launch(launch_row(engine, chunked_prefill=False, max_num_batched_tokens=d.arch.max_context),
+                       "meta-llama/Llama-3.1-8B", d, 16, 0.9)  # fmt: skip
+        assert whole is not None and "--max-model-len" not in whole.command
     if engine == "trtllm":
         assert "enable_chunked_prefill: false" in found.files["extra-llm-api-options.yaml"]
     if engine == "llamacpp":

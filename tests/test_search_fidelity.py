@@ -180,14 +180,26 @@ def test_a_windows_whole_runs_go_in_batches_that_beat_the_next(
     assert batched.stages.screened == at_once.stages.screened  # the screens are the same
 
 
+RESUMED = {
+    "fixed lengths": (CASES["fixed lengths"][0], CASES["fixed lengths"][1], AXES),
+    # unchunked with a 4,096-token budget, lognormal prompts: some runs refuse a long prompt,
+    # so whole-run error rows sit among the resumed ones
+    "error rows": (CASES["lognormal lengths, prefix hits"][0], CASES["lognormal lengths, prefix hits"][1],
+                   AXES | {"chunked_prefill": "on,off", "max_num_batched_tokens": "4096"}),
+}  # fmt: skip
+
+
 @pytest.mark.parametrize("stop_at", [5, 11, 17, 23, 29, 35])
-def test_a_search_resumed_anywhere_gives_the_rows_of_one_never_stopped(stop_at: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", list(RESUMED))
+def test_a_search_resumed_anywhere_gives_the_rows_of_one_never_stopped(
+    case: str, stop_at: int, tmp_path: Path
+) -> None:
     """Ctrl-C after any point, then --resume: the points run whole before the stop keep their
     place in their window's order, so every later decision is the one an uninterrupted search
     makes."""
-    w, slo, _, _ = CASES["fixed lengths"]
+    w, slo, axes = RESUMED[case]
     arch = get_model("llama-3.1-8b")
-    space = make_space(AXES, None, arch)
+    space = make_space(axes, None, arch)
     s = Settings("llama-3.1-8b", arch, w, slo)
     whole = search(space, s, Executor("local", 1), str(tmp_path / "whole"))
     assert whole.stages.survivors > stop_at
@@ -201,6 +213,8 @@ def test_a_search_resumed_anywhere_gives_the_rows_of_one_never_stopped(stop_at: 
     resumed = search(space, s, Executor("local", 1), out, resume=True)
     assert resumed.stages.resumed == stop_at
     assert {r["key"]: r for r in resumed.rows} == {r["key"]: r for r in whole.rows}
+    if case == "error rows":
+        assert whole.stages.errors > 0
 
 
 def test_a_screens_token_means_are_the_whole_runs_to_the_bit() -> None:

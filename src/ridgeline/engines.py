@@ -384,9 +384,12 @@ def _scheduler(w: str, sched: dict[str, Any]) -> Scheduler:
     for key in ("small_below_memory_gib", "large_from_memory_gib"):
         if key in sched:
             given[key] = _num(w, f"scheduler.{key}", sched[key], (0.0, 1e6))
+    chunked = sched.get("chunked_prefill", True)
+    if not isinstance(chunked, bool):  # "off" would be truthy
+        raise RidgelineError(f"{w}: scheduler.chunked_prefill must be true or false, got {chunked!r:.40}")
     return Scheduler(
         policy=str(sched.get("policy", "vllm")),
-        chunked_prefill=bool(sched.get("chunked_prefill", True)),
+        chunked_prefill=chunked,
         small_gpus=tuple(g.lower() for g in gpus),
         **given,
     )

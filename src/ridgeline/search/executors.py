@@ -165,6 +165,9 @@ def start_method() -> str:
     interpreter each, and its imports)."""
     import threading
 
+    # Python's threads only: native pools (pyarrow's, a BLAS's) are not counted, so a pool
+    # must start before this process writes Parquet or multiplies matrices (run.search
+    # starts it first)
     if sys.platform == "linux" and threading.active_count() == 1:
         import numpy  # noqa: F401  # a screen's first need (this module imports the simulator)
 

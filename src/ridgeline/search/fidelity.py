@@ -12,8 +12,8 @@ each point of a window is decided with what the windows before it found:
    replica's first 1/24 of them, then, for those still undecided, 1/6), which bounds the whole
    run's p99s from below; a bound past a target is "missed", a point beaten on the bounds
    "dominated" (fidelity "screen");
-3. full: the rest run whole, WHOLE_BATCH at a time, cheapest and nearest the SLO first, and
-   are met, missed or error; a point that a met point of an earlier batch beats on its
+3. full: the rest run whole, WHOLE_BATCH at a time, cheapest and furthest inside the SLO first,
+   and are met, missed or error; a point that a met point of an earlier batch beats on its
    screen's bounds is "dominated" without its run (fidelity "screen").
 
 Beaten means a met point Q with Q's cost <= P's, Q's p99 TTFT <= P's least and Q's p99 TPOT
@@ -44,6 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ridgeline.errors import RidgelineError
 from ridgeline.search.executors import Session
 from ridgeline.search.prune import SLACK, Bounds
 from ridgeline.search.stage import LEAST, Context, Screened, Task, point_row, run_means, token_costs
@@ -246,11 +247,11 @@ class Stage:
         self.run_whole(ahead, resumed)
 
     def run_whole(self, ahead: Sequence[Task], resumed: Sequence[str]) -> None:
-        """The window's whole runs, WHOLE_BATCH at a time, cheapest and nearest their bounds
-        first: each batch's met points join those the later batches are held against, so a
-        point that one of them beats is decided without its run. Points run whole by an
-        earlier, interrupted search (`resumed`) keep their place in the order and are not
-        run again: the rows are those of a search never interrupted."""
+        """The window's whole runs, WHOLE_BATCH at a time, in `promise`'s order: each batch's
+        met points join those the later batches are held against, so a point that one of them
+        beats is decided without its run. Points run whole by an earlier, interrupted search
+        (`resumed`) keep their place in the order and are not run again: the rows are those of
+        a search never interrupted."""
         order = sorted(
             [self.points[key][0] for key in resumed if self.done[key]["fidelity"] == "full"] + self.whole,
             key=self.promise,
@@ -264,21 +265,22 @@ class Stage:
                     self.met.add(row)
 
     def promise(self, task: Task) -> tuple[float, float, str]:
-        """Cheapest first, then nearest the SLO's targets on its least p99s (a point that
-        beats others has low ones), then by key: the order of the window's whole runs."""
+        """Cheapest first, then the furthest inside the SLO's targets on its least p99s (a
+        point that beats others has low ones), then by key: the order of the window's whole
+        runs. Only what a resumed row holds too: its cost from its requests alone (as its run
+        counts it), its bounds as its screens left them."""
         row = self.done.get(task.key)
-        if row is not None:  # resumed: its cost and bounds as its run saw them
-            cost, least = row["usd_per_million_tokens"], Least.of_row(row)
-        else:
-            s = self.screens_of.get(task.key)
-            least = self.points[task.key][1]
-            cost = math.inf if s is None else self.cost(task, (s.prompt_tokens_mean, s.output_tokens_mean))
-        near = 0.0
+        least = Least.of_row(row) if row is not None else self.points[task.key][1]
+        try:
+            cost = self.cost(task, self.means or run_means(self.ctx, task))
+        except RidgelineError:  # its requests cannot be drawn: its run says why, last
+            cost = math.inf
+        margin = 0.0
         for key in LEAST:
             limit, value = getattr(self.ctx.slo, key), getattr(least, key)
             if limit and value is not None:
-                near += value / limit
-        return cost, near, task.key
+                margin += value / limit
+        return cost, margin, task.key
 
     def beaten_now(self, task: Task) -> bool:
         """Whether a point the window's earlier batches ran beats this one on its screen's

@@ -90,11 +90,13 @@ def launch(
         if chunked:
             argv += ["--enable-chunked-prefill"]
         else:
-            argv += ["--no-enable-chunked-prefill", "--max-model-len", str(budget)]
-            notes.append(
-                "vLLM without chunked prefill needs --max-num-batched-tokens >= --max-model-len: the "
-                "context is capped at the budget, which holds every request of this workload"
-            )
+            argv += ["--no-enable-chunked-prefill"]
+            if budget < d.arch.max_context:  # vLLM asks the budget to cover the context
+                argv += ["--max-model-len", str(budget)]
+                notes.append(
+                    "vLLM without chunked prefill needs --max-num-batched-tokens >= --max-model-len: "
+                    "the context is capped at the budget, which holds every request of this workload"
+                )
         argv += ["--block-size", str(block_tokens)]
         argv += ["--gpu-memory-utilization", f"{utilization:g}"]
         argv += vllm_dtypes(weights, maths, kv, notes)

@@ -16,10 +16,12 @@ Decodes therefore never wait for a prefill: vLLM requires max_num_batched_tokens
 max_num_seqs, so the decodes always fit.
 
 With chunked prefill off (`EngineConfig.chunked_prefill`, every policy), a prefill is never
-split across steps: the queue's head is admitted only when the whole of what it has to
-prefill fits the step's budget left and the free blocks, and it waits otherwise, with every
-request behind it. run.check_whole_prefills refuses a run in which some request's prefill
-could never fit a whole step.
+split across steps: a waiting request is admitted only when the whole of what it has to
+prefill fits the step's budget left. vLLM's V1 scheduler then passes over one that does not
+and admits the shorter ones behind it that do (it keeps its place at the head); SGLang's
+and TensorRT-LLM's stop at it, so everyone behind it waits too. Blocks and the sequence
+limit stop the queue under every policy. run.check_whole_prefills refuses a run in which
+some request's prefill could never fit a whole step.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ class VllmPolicy:
                 n = target[rid] - c
                 if n > budget:
                     if whole:
-                        break  # it waits for a step with room for all of it
+                        continue  # it waits, keeping its place, and a shorter one behind may go
                     n = budget
                 blocks = -(-(c + n - shared[rid]) // bs)
                 if blocks > free:
