@@ -53,7 +53,7 @@ from ridgeline.request import decode_time_s
 from ridgeline.search.space import AUTO_RUNGS, MAX_REPLICAS, Point, Shape, Space
 from ridgeline.simulate.engine import EngineConfig
 from ridgeline.simulate.kvcache import KvCache, blocks_for, kv_cache
-from ridgeline.simulate.scheduler import POLICIES
+from ridgeline.simulate.scheduler import whole_prefill_tokens
 from ridgeline.simulate.workload import Lengths, Workload, cached_prefix, clip_lengths
 from ridgeline.step import decode_step, prefill_step, price
 
@@ -357,10 +357,9 @@ def check_whole(dem: Demand, budget: int, policy: str) -> None:
     request: its new prompt tokens, and under a policy that recomputes, its output too."""
     import numpy as np
 
-    again = getattr(POLICIES[policy], "recomputes", True)
-    need = int(np.max(dem.new + dem.output if again else dem.new))
+    need = int(np.max(whole_prefill_tokens(policy, dem.new, dem.output)))
     if need > budget:
-        what = "its prompt and, recomputed, its output" if again else "its prompt"
+        what = "its prompt" if need <= int(np.max(dem.new)) else "its prompt and, recomputed, its output"
         raise RidgelineError(
             f"with chunked prefill off a step must hold a whole prefill: a request of this workload "
             f"needs {need:,} tokens in one step ({what}), more than --max-num-batched-tokens {budget:,}"

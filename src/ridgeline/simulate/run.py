@@ -17,7 +17,7 @@ from ridgeline.simulate.engine import Engine, EngineConfig
 from ridgeline.simulate.kvcache import KvCache, blocks_for, kv_cache
 from ridgeline.simulate.requests import Requests
 from ridgeline.simulate.router import check_router, run_fleet
-from ridgeline.simulate.scheduler import POLICIES
+from ridgeline.simulate.scheduler import whole_prefill_tokens
 from ridgeline.simulate.steptime import StepModel
 from ridgeline.simulate.workload import ClosedLoop, Workload, make_requests
 
@@ -158,11 +158,11 @@ def check_whole_prefills(reqs: Requests, start: int, cfg: EngineConfig) -> None:
     recompute (vLLM's, SGLang's), its prompt and every token it may have written by then."""
     if cfg.chunked_prefill:
         return
-    again = getattr(POLICIES[cfg.policy], "recomputes", True)
     budget = cfg.max_num_batched_tokens
     for i in range(start, len(reqs)):
-        tokens = reqs.prompt[i] + (reqs.output[i] if again else 0) - reqs.hit[i]
+        tokens = whole_prefill_tokens(cfg.policy, reqs.prompt[i] - reqs.hit[i], reqs.output[i])
         if tokens > budget:
+            again = tokens > reqs.prompt[i] - reqs.hit[i]
             redo = f" and a recompute of its {reqs.output[i]:,} output tokens" if again else ""
             raise RidgelineError(
                 f"with chunked prefill off a step must hold a whole prefill: a prompt of "

@@ -26,6 +26,8 @@ some request's prefill could never fit a whole step.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ridgeline.simulate.policy import Chunk, Policy, SchedulerView, StepPlan
 from ridgeline.simulate.requests import DECODE, DONE
 
@@ -395,3 +397,11 @@ class NoEvictPolicy:
 
 
 POLICIES: dict[str, type[Policy]] = {"vllm": VllmPolicy, "no-evict": NoEvictPolicy, "sglang": SglangPolicy}
+
+
+def whole_prefill_tokens(policy: str, new_tokens: Any, output: Any) -> Any:
+    """The tokens one step must hold, with chunked prefill off, to prefill a request whole:
+    its new prompt tokens (less its prefix-cache hit) and, under a policy that preempts by
+    recompute (vLLM's, SGLang's), every output token it may have written by then. Numbers
+    or arrays of them."""
+    return new_tokens + output if getattr(POLICIES[policy], "recomputes", True) else new_tokens

@@ -257,8 +257,7 @@ class DecodeRun:
     def steps_and_elapsed(self, delta_s: float, k_max: int) -> tuple[int, float]:
         """steps_before(delta_s, k_max), and the elapsed_s of that many steps (which the
         search for it has already summed)."""
-        x = self.crossing  # split(k_max), written out
-        split = 0 if x <= 0 else k_max if x >= k_max else math.ceil(x)
+        split = self.split(k_max)
         j0, rest, a, b = 0, delta_s, self.a0, self.b0
         if 0 < split < k_max:
             before = self.elapsed_s(split)
