@@ -215,8 +215,11 @@ def test_resume_refuses_another_workload(tmp_path: Path) -> None:
     w = Workload(Lengths("fixed", 500), Lengths("fixed", 50), rate_per_s=5.0, requests=100, duration_s=None)
     search(space, Settings("m", arch, w, metrics.Slo(ttft_s=0.5)), Executor(), str(tmp_path / "r"))
     other = Settings("m", arch, w, metrics.Slo(ttft_s=0.4))
-    with pytest.raises(Exception, match="searched with another slo"):
+    with pytest.raises(Exception, match=r"searched with another slo\.ttft_s \(0\.5, now 0\.4\)"):
         search(space, other, Executor(), str(tmp_path / "r"), resume=True)
+    reseeded = Settings("m", arch, replace(w, seed=w.seed + 1), metrics.Slo(ttft_s=0.5))
+    with pytest.raises(Exception, match=rf"another workload\.seed \({w.seed}, now {w.seed + 1}\)"):
+        search(space, reseeded, Executor(), str(tmp_path / "r"), resume=True)
 
 
 @pytest.mark.parametrize(

@@ -55,6 +55,17 @@ def schema() -> Any:
     return pa.schema([(name, types[kind]) for name, kind in COLUMNS.items()])
 
 
+def first_difference(a: Any, b: Any, path: str = "") -> tuple[str, tuple[Any, Any]]:
+    """The dotted path of the first field where two fingerprints differ, and its two values
+    (descending into tables, so that a long one is not cut off before the field that
+    differs)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if a.get(k) != b.get(k):
+                return first_difference(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
+    return path, (a, b)
+
+
 def _show(path: Path) -> str:
     return repr(one_line(str(path), 200))
 
@@ -115,9 +126,8 @@ class Store:
                 "--overwrite starts afresh, or give another --out"
             )
         if before != self.fingerprint:
-            keys = sorted(set(before) | set(self.fingerprint))
-            differ = next(k for k in keys if before.get(k) != self.fingerprint.get(k))
-            was, now = (json.dumps(x.get(differ))[:80] for x in (before, self.fingerprint))
+            differ, values = first_difference(before, self.fingerprint)
+            was, now = (json.dumps(x)[:80] for x in values)
             raise RidgelineError(
                 f"--resume: {_show(p)} was searched with another {differ} ({was}, now {now}); "
                 "give the same options, or --overwrite"
