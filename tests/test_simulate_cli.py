@@ -109,6 +109,10 @@ def test_csv_trace_with_timestamps(tmp_path: Path) -> None:
     data = cli_json("simulate", "--trace", str(trace))
     assert data["requests"] == 3 and data["completed"] == 3
     assert data["workload"]["arrival"] == "trace"
+    # the trace's own lengths, not the flags' defaults: (500 + 800 + 200) / 3 prompt tokens,
+    # and (100 + 50 + 0) / 3 decode steps after each first token
+    assert data["workload"]["prompt"] == {"kind": "trace", "mean": 500, "spread": 0.0, "values": 0}
+    assert data["workload"]["output"]["mean"] == 50 and data["workload"]["rate_per_s"] is None
 
 
 def test_overload_is_reported() -> None:

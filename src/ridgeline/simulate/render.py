@@ -25,6 +25,8 @@ def _s(value: float | None) -> str:
 def _lengths(d: dict[str, Any]) -> str:
     if d["kind"] == "fixed":
         return f"{d['mean']:,}"
+    if d["kind"] == "trace":
+        return f"{d['mean']:,} on average"
     return f"{d['kind']} around {d['mean']:,}"
 
 

@@ -19,7 +19,7 @@ from ridgeline.simulate.requests import Requests
 from ridgeline.simulate.router import check_router, run_fleet
 from ridgeline.simulate.scheduler import whole_prefill_tokens
 from ridgeline.simulate.steptime import StepModel
-from ridgeline.simulate.workload import ClosedLoop, Workload, make_requests
+from ridgeline.simulate.workload import ClosedLoop, Lengths, Workload, make_requests
 
 MAX_REPLICAS = 1000
 # least-outstanding looks at every replica at every arrival: requests x replicas such looks
@@ -285,19 +285,27 @@ def summarize_run(
         engine=asdict(cfg),
         workload={
             "arrival": "closed" if workload.closed else ("trace" if workload.trace else workload.arrival),
-            "rate_per_s": workload.rate_per_s if not workload.closed else None,
+            "rate_per_s": None if workload.closed or workload.trace else workload.rate_per_s,
             "burstiness": workload.burstiness,
             "concurrency": workload.concurrency,
             "requests": len(reqs),
             "seed": workload.seed,
-            "prompt": asdict(workload.prompt) | {"values": len(workload.prompt.values)},
-            "output": asdict(workload.output) | {"values": len(workload.output.values)},
+            "prompt": _lengths(workload.prompt, reqs.prompt, workload.trace is not None),
+            "output": _lengths(workload.output, reqs.output, workload.trace is not None),
             "prefix_hit_rate": workload.prefix_hit_rate,
             "shared_prefix_tokens": workload.shared_prefix_tokens,
         },
         warnings=notes,
     )
     return Result(m, kv, reqs, engines, summary, workload.concurrency)
+
+
+def _lengths(drawn: Lengths, replayed: list[int], trace: bool) -> dict[str, Any]:
+    """A workload's lengths as its summary reports them: the distribution drawn from, or for a
+    trace its replayed requests' mean (output lengths, as everywhere, in decode steps)."""
+    if trace:
+        return {"kind": "trace", "mean": round(statistics.fmean(replayed)), "spread": 0.0, "values": 0}
+    return asdict(drawn) | {"values": len(drawn.values)}
 
 
 def slo_verdict(summary: metrics.Summary, slo: metrics.Slo | None) -> SloVerdict | None:
