@@ -140,6 +140,50 @@ def test_no_import_cycle_in_the_package() -> None:
     assert len(graph) > 50
 
 
+def _layers() -> dict[str, int]:
+    """ARCHITECTURE.md's layout, top to bottom: each entry's files and folders, and its rank."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    block = text.split("```\nsrc/ridgeline/\n", 1)[1].split("```", 1)[0]
+    rank: dict[str, int] = {}
+    for i, line in enumerate(ln for ln in block.splitlines() if not ln.startswith("   ")):
+        for name in line.strip().split("  ", 1)[0].split(", "):
+            rank[name.strip()] = i
+    return rank
+
+
+def _entry(module: str) -> str:
+    """The layout's entry a module belongs to: its file, or its sub-package's folder."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "__init__.py"
+    return f"{parts[0]}/" if len(parts) > 1 or (PACKAGE / parts[0]).is_dir() else f"{parts[0]}.py"
+
+
+def test_every_import_points_up_the_architecture_layout() -> None:
+    """ARCHITECTURE.md lists every module, and a module imports only what is listed above it
+    (or in its own entry): the layering the document promises, held to the code."""
+    rank = _layers()
+    modules = {
+        ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in PACKAGE.rglob("*.py")
+    }
+    unlisted = sorted({_entry(m) for m in modules} - set(rank))
+    assert not unlisted, f"ARCHITECTURE.md does not list {unlisted}"
+    upward = []
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ridgeline"):
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                           for a in node.names]  # fmt: skip
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names if a.name in modules]
+            else:
+                continue
+            upward += [f"{name} -> {t}" for t in targets if rank[_entry(t)] > rank[_entry(name)]]
+    assert not upward, "imports of a module listed below the importer: " + ", ".join(sorted(upward))
+
+
 def test_the_core_stands_alone() -> None:
     """import ridgeline and an estimate pull in no face's library: the static lesson and
     the film build on a core that runs alone."""
