@@ -7,6 +7,7 @@ rounded up by under a point: the test guards them, it does not claim the issue's
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -73,6 +74,29 @@ def test_a_refitted_fold_is_the_fit_its_rows_alone_reach() -> None:
         one_step = math.dist(fit.fold(whole, x, res, jac, keep, 1), alone)
         refitted = math.dist(fit.fold(whole, x, res, jac, keep, 3), alone)
         assert refitted < 1e-4 and refitted < one_step / 10
+
+
+def test_a_fit_step_never_climbs_its_objective() -> None:
+    """Re-weighting each row by its residual moves the objective under a Gauss-Newton step, so
+    a whole step can overshoot; the fit takes a step only as far as it lowers the objective
+    (the rows' Cauchy losses plus the prior), and a step to the bounds' far corner is cut
+    back, or refused, rather than taken."""
+    from ridgeline.accuracy import fit
+
+    rows = [r for r in corpus.rows() if r.engine == "llamacpp"]
+    pb = fit.problem(corpus.priors()["llamacpp"], rows)
+    every = list(range(len(rows)))
+    x = fit.prior_x(pb)
+    res = fit.residuals(pb, x)
+    seen = [fit.objective(pb, x, res, every)]
+    for _ in range(3):
+        x, res = fit.descend(pb, x, 1)
+        seen.append(fit.objective(pb, x, res, every))
+    assert all(b <= a for a, b in itertools.pairwise(seen)) and seen[-1] < 0.5 * seen[0]
+    corner = [math.log(p.hi) for p in pb.params]
+    taken, after = fit.downhill(pb, x, res, corner, every)
+    assert fit.objective(pb, taken, after, every) <= seen[-1]
+    assert fit.objective(pb, corner, fit.residuals(pb, corner), every) > seen[-1]
 
 
 def test_the_bands_hold_about_four_in_five_held_out_rows(checked: list[report.Checked]) -> None:

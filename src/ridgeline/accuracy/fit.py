@@ -14,7 +14,9 @@ is weighted 1 / (1 + (r / ROBUST)^2) by its residual r at the current fit, re-we
 each step (iteratively reweighted least squares). A parameter that no row depends on stays at its prior;
 one that rows pin moves to what they say. Gauss-Newton with a finite-difference Jacobian
 taken only where a row depends on a parameter (a row on an NVIDIA part never moves the
-AMD factor), clipped to the bounds.
+AMD factor), clipped to the bounds, and taken only as far as it lowers the objective (the
+whole step, or half, a quarter, ...: re-weighting moves the objective under a step, so a
+whole one may overshoot).
 
 Cross-validation leaves one *source* out at a time: the fit is redone without that
 source's rows (one Gauss-Newton solve from the full fit, on the full fit's Jacobian; with
@@ -40,6 +42,7 @@ from ridgeline.ledger import weight_bytes_per_param
 # 13.6% at 0.3): a published number says less about an engine than its own scatter suggests.
 DATA_SCATTER = 0.2  # what one published number says about an engine
 ROBUST = 0.3  # a row this far off counts half
+STEP_HALVINGS = 5  # a step that raises the objective is halved, at most this often
 # Each engine is fitted alone. Fitting the hardware's and kernels' parameters (gemm, attention,
 # experts, dequant, weights, kv, vendor, collectives) as a shift shared by every engine plus
 # each engine's own, with the shared part taking rho^2 of each prior's variance, made the
@@ -287,11 +290,33 @@ def descend(
     x = list(x)
     res = _residuals_of(pb, x, rows)
     for _ in range(steps):
-        x = solve(pb, x, res, jacobian(pb, x, res, among=rows), rows)
-        res = _residuals_of(pb, x, rows)
+        x, res = downhill(pb, x, res, solve(pb, x, res, jacobian(pb, x, res, among=rows), rows), rows)
         if progress:
             progress()
     return x, res
+
+
+def objective(pb: Problem, x: Sequence[float], res: Sequence[float], rows: Sequence[int]) -> float:
+    """The MAP objective the steps descend: each kept row's Cauchy loss, and the prior."""
+    data = sum(ROBUST**2 * math.log1p((res[i] / ROBUST) ** 2) for i in rows) / DATA_SCATTER**2
+    x0 = prior_x(pb)
+    return data + sum(((a - b) / p.sigma) ** 2 for a, b, p in zip(x, x0, pb.params, strict=True))
+
+
+def downhill(
+    pb: Problem, x: Sequence[float], res: Sequence[float], proposed: Sequence[float], rows: Sequence[int]
+) -> tuple[list[float], list[float]]:
+    """A Gauss-Newton step taken only as far as it lowers the objective: the whole step, or
+    half, a quarter, ... of it (re-weighting moves the objective under the step, so a full
+    step may overshoot); none if none of them does."""
+    now = objective(pb, x, res, rows)
+    for k in range(STEP_HALVINGS + 1):
+        t = 0.5**k
+        xt = [a + t * (b - a) for a, b in zip(x, proposed, strict=True)]
+        rt = _residuals_of(pb, xt, rows)
+        if objective(pb, xt, rt, rows) < now:
+            return xt, rt
+    return list(x), list(res)
 
 
 def _residuals_of(pb: Problem, x: Sequence[float], rows: Sequence[int]) -> list[float]:
@@ -312,7 +337,7 @@ def fold(
 ) -> list[float]:
     """The fit without a source's rows: one Gauss-Newton step from the full fit on its
     Jacobian, then `steps - 1` more, each on the kept rows' own residuals and Jacobian."""
-    xf = solve(pb, x, res, jac, keep)
+    xf = downhill(pb, x, _residuals_of(pb, x, keep), solve(pb, x, res, jac, keep), keep)[0]
     return descend(pb, xf, steps - 1, keep)[0] if steps > 1 else xf
 
 
