@@ -457,6 +457,31 @@ def test_attention_with_sinks_runs_at_its_own_share(
     )
 
 
+# NVIDIA's B200 data sheet: dense FLOP/s by dtype
+B200_FLOPS = {"bf16": 2.25e15, "fp8": 4.5e15, "fp4": 9.0e15}
+
+
+@pytest.mark.parametrize(
+    ("maths", "kv", "attention_in"),
+    [("fp4", "fp8", "fp8"), ("fp4", "bf16", "bf16"), ("fp8", "fp8", "fp8"), ("fp8", "bf16", "bf16"),
+     ("bf16", "fp8", "bf16"), ("bf16", "bf16", "bf16")],
+)  # fmt: skip
+def test_attention_multiplies_in_the_caches_dtype_not_the_weights(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], maths: str, kv: str, attention_in: str
+) -> None:
+    """Scores and values multiply activations with the KV cache, never the weights: with NVFP4
+    matmuls an engine's attention still runs in fp8 over an fp8 cache (at half the fp4 peak),
+    and in 16 bits over a 16-bit one; the matmuls run at their own dtype's peak."""
+    perfect = PERFECT.replace("gemm = { bf16 = 1.0 }", "gemm = { bf16 = 1.0, fp8 = 1.0, fp4 = 1.0 }")
+    shape = ("--model", "llama-3.1-70b", "--gpu", "b200", "--weights", maths, "--maths", maths)
+    p = run_json(capsys, "estimate", *shape, "--kv-dtype", kv, "--prompt-tokens", "4000",
+                 "--engine", write_profile(tmp_path, perfect))["prefill"]  # fmt: skip
+    linear = p["flops"] - p["attention_flops"]
+    expected = linear / B200_FLOPS[maths] + p["attention_flops"] / B200_FLOPS[attention_in]
+    assert p["attention_flops"] > 0.03 * p["flops"]
+    assert p["compute_s"] == pytest.approx(expected, rel=1e-9)
+
+
 def test_narrow_experts_reach_a_share_of_a_wide_experts_rate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -71,7 +71,7 @@ from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.hardware import FALLBACK, REFERENCE_MMA_ROWS, Accelerator
 from ridgeline.ledger import Pass, Work, weight_bytes_per_param
 from ridgeline.parallel import Parallel
-from ridgeline.precision import BITS, Precision
+from ridgeline.precision import BITS, Precision, attention_maths
 
 
 class Deployed(Protocol):
@@ -268,10 +268,13 @@ class EngineProfile:
         peak, bw = d.peak_flops, d.hw.bandwidth_bytes_per_s
         fmt = weight_format(8.0 * weight_bytes_per_param(d.arch, d.prec))
         full = peak * self.gemm_efficiency(d.prec.maths) * v * self.dequant_factor(fmt, d.prec.maths)
+        att = attention_maths(d.prec.maths, d.prec.kv)  # attention's own dtype, not the weights'
+        att_peak = peak if att == d.prec.maths else d.hw.peak(att if att in d.hw.peak_flops else "bf16")
+        attention = att_peak * self.attention * v * (self.sinks if d.arch.attention_sinks else 1.0)
         return Reach(
             gemm_flops_per_s=full,
             expert_flops_per_s=full * self.experts * self._narrow(d.arch),
-            attention_flops_per_s=peak * self.attention * v * (self.sinks if d.arch.attention_sinks else 1.0),
+            attention_flops_per_s=attention,
             weight_bytes_per_s=bw * self.weights[fmt] * vm,
             kv_bytes_per_s=bw * self.kv * vm,
             step_overhead_s=self.step_overhead_s(d.arch.layers, d.par.tp),

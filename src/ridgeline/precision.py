@@ -68,6 +68,16 @@ def weight_bits(weights: str) -> float:
     return bits + SCALE_BITS / group
 
 
+def attention_maths(maths: str, kv: str) -> str:
+    """The dtype an engine's attention kernels multiply in. Scores and values are products of
+    activations with the KV cache, never with the weights, so an 8- or 4-bit matmul dtype
+    does not carry over: over an fp8 cache they run in fp8 (FP8 FlashAttention, TensorRT-LLM's
+    FP8 context FMHA), else in 16 bits; 16-bit and wider maths run attention as they are."""
+    if BITS[maths] > 8.0:
+        return maths
+    return "fp8" if kv == "fp8" else "bf16"
+
+
 @lru_cache(maxsize=64)
 def make_precision(weights: str = "bf16", maths: str = "bf16", kv: str = "bf16") -> Precision:
     weight_bits(weights)
