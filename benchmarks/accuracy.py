@@ -2,7 +2,7 @@
 predicted and measured value and the signed error, in-sample and with the row's source left
 out of the fit; then the median and worst error by regime and by engine.
 
-Run: python benchmarks/accuracy.py [--rows] [--markdown] [--beyond]   (the README's accuracy
+Run: python benchmarks/accuracy.py [--rows] [--markdown] [--beyond] [--newer]   (the README's accuracy
 tables are its --markdown and --rows --markdown output, pasted by hand)
 
 --beyond predicts the cells of a corpus source's table that the corpus does not hold: the
@@ -13,6 +13,11 @@ TP 4 on both (57 beside 3). They are not independent of the
 fit (their source is in it), so the held-out figure, the profile fitted without that
 source, is the one to read: how well the model carries across lengths, and across models,
 within one engine version.
+
+--newer predicts the cells of TensorRT-LLM's current throughput table (perf-overview.md
+@03e27c7d) for models and accelerators the catalogue holds: Llama 3.3 70B in FP8 at TP 2 on
+H200 and H100, in NVFP4 at TP 1 on B200 and GB200, and Qwen3-30B-A3B in NVFP4 on both (27
+cells). No corpus row comes from that table or its engine version.
 """
 
 from __future__ import annotations
@@ -50,6 +55,27 @@ BEYOND = {
 }  # fmt: skip
 
 
+# TensorRT-LLM's current perf-overview (docs/source/developer-guide/perf-overview.md @03e27c7d,
+# trtllm-bench, PyTorch backend, ModelOpt checkpoints): output tokens/s per GPU, by (template,
+# model, accelerator, TP) and (input, output); the requests per length pair are the doc's own
+# (1,000/1,000 takes 1,024/1,024's). No corpus row comes from it: a held-out check of a later
+# engine version than any the profile was fitted to.
+NEWER_GROUP_LEFT_OUT = BEYOND_GROUP  # the same engine's nearest source, left out for the held-out column
+NEWER_REQUESTS = {(1000, 1000): 3000, (1024, 1024): 3000, (1024, 8192): 1500, (8192, 1024): 1500,
+                  (32768, 1024): 1000}  # fmt: skip
+NEWER = {
+    (FP8, "llama-3.1-70b", "h200", 2): {(1000, 1000): 2587, (1024, 1024): 2582, (1024, 8192): 2009,
+                                        (8192, 1024): 537, (32768, 1024): 120},
+    (FP8, "llama-3.1-70b", "h100-sxm", 2): {(1000, 1000): 2209, (8192, 1024): 398},
+    (FP4, "llama-3.1-70b", "b200", 1): {(1000, 1000): 6920, (1024, 1024): 6842, (1024, 8192): 3242,
+                                        (8192, 1024): 1362, (32768, 1024): 274},
+    (FP4, "llama-3.1-70b", "gb200", 1): {(1000, 1000): 7769, (1024, 1024): 7751, (1024, 8192): 3805,
+                                         (8192, 1024): 1491, (32768, 1024): 302},
+    (FP4, "qwen3-30b-a3b", "b200", 1): {(1000, 1000): 26971, (1024, 1024): 26611, (1024, 8192): 13497,
+                                        (8192, 1024): 5735, (32768, 1024): 1265},
+    (FP4, "qwen3-30b-a3b", "gb200", 1): {(1000, 1000): 22856, (1024, 1024): 22201, (1024, 8192): 14272,
+                                         (8192, 1024): 6201, (32768, 1024): 1380},
+}  # fmt: skip
 FAR = 0.40  # the issue's bound on any one row's error
 
 
@@ -58,9 +84,13 @@ def main() -> None:
     ap.add_argument("--rows", action="store_true", help="print every row")
     ap.add_argument("--markdown", action="store_true", help="the tables as Markdown (--rows too)")
     ap.add_argument("--beyond", action="store_true", help="the cells of a corpus table the corpus lacks")
+    ap.add_argument("--newer", action="store_true", help="a newer TensorRT-LLM table, not in the corpus")
     args = ap.parse_args()
     if args.beyond:
         beyond()
+        return
+    if args.newer:
+        newer()
         return
     t0 = time.perf_counter()
     checked = report.check()
@@ -151,6 +181,28 @@ def beyond() -> None:
         print(f"{name}: {len(cells)} cells: " + _medians(cells, "with the fitted profile")
               + f"; median signed {statistics.median(e for e, _ in cells):+.1%}, "
               f"{statistics.median(h for _, h in cells):+.1%}")  # fmt: skip
+
+
+def newer() -> None:
+    from dataclasses import replace
+
+    from ridgeline.engines import builtin_engines
+
+    by_id = {r.id: r for r in corpus.rows()}
+    fitted = builtin_engines()[by_id[FP8].engine]
+    fold = report.fold_profile(fitted, report.folds()[by_id[FP8].engine][NEWER_GROUP_LEFT_OUT])
+    print(f"{'model':14} {'gpu':9} {'tp':>2} {'in/out':>11} {'measured':>9} {'predicted':>9} "
+          f"{'error':>7} {'held out':>8}")  # fmt: skip
+    cells: list[tuple[float, float]] = []
+    for (template, model, gpu, tp), table in NEWER.items():
+        for (i, o), per_gpu in table.items():
+            row = replace(by_id[template], id="newer", model=model, gpu=gpu, tp=tp, input=i, output=o,
+                          requests=NEWER_REQUESTS[i, o], measured=float(per_gpu * tp))  # fmt: skip
+            pred, pred_held = corpus.predict(row, fitted), corpus.predict(row, fold)
+            cells.append((corpus.error(row, pred), corpus.error(row, pred_held)))
+            print(f"{model:14} {gpu:9} {tp:2} {f'{i}/{o}':>11} {row.measured:9.0f} {pred:9.0f} "
+                  f"{cells[-1][0]:+7.1%} {cells[-1][1]:+8.1%}")  # fmt: skip
+    print(f"\n{len(cells)} cells: " + _medians(cells, "with the fitted profile"))
 
 
 def _medians(cells: list[tuple[float, float]], fitted: str) -> str:
