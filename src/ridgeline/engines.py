@@ -22,7 +22,10 @@ and falls short of the roofline for reasons each of which has a physical term he
                        fill the tensor cores less than 14,336-wide ones)
                        x dequant[w8 | w4] when the weights are narrower than the maths
                        (weight-only formats unpack every weight inside the matmul)
-    attention FLOP/s = peak(dtype) x attention x vendor
+    attention FLOP/s = peak(attention's dtype) x attention x vendor
+                       (attention multiplies activations with the KV cache, not the weights:
+                       fp8 over an fp8 cache when the matmuls are 8 bits or fewer, else 16
+                       bits; precision.attention_maths)
                        x sinks for a model with attention sinks (gpt-oss), whose kernels
                        are not the engine's usual ones (vLLM on an A100: Triton's, not
                        FlashAttention's)
