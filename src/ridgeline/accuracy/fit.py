@@ -337,7 +337,7 @@ def fold(
 ) -> list[float]:
     """The fit without a source's rows: one Gauss-Newton step from the full fit on its
     Jacobian, then `steps - 1` more, each on the kept rows' own residuals and Jacobian."""
-    xf = downhill(pb, x, _residuals_of(pb, x, keep), solve(pb, x, res, jac, keep), keep)[0]
+    xf = downhill(pb, x, res, solve(pb, x, res, jac, keep), keep)[0]  # res: every row's, at x
     return descend(pb, xf, steps - 1, keep)[0] if steps > 1 else xf
 
 

@@ -345,8 +345,8 @@ def configurations(
         seqs_, budgets, kv_tokens, chunks = zip(*kept, strict=True)
         caps = capacity(d, dem, seqs_, budgets, kv_tokens).tolist() if auto else [math.nan] * len(kept)
         out.configs += [
-            Config(shape, s, t, d.gpus, price_per_gpu, c, whole)
-            for s, t, c, whole in zip(seqs_, budgets, caps, chunks, strict=True)
+            Config(shape, s, t, d.gpus, price_per_gpu, c, chunked)
+            for s, t, c, chunked in zip(seqs_, budgets, caps, chunks, strict=True)
         ]
     return out
 
