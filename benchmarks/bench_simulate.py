@@ -83,7 +83,7 @@ def run(requests: int, rate: float, repeats: int, max_num_seqs: int = 256) -> di
 
 def in_process(requests: int, rate: float) -> dict[str, float]:
     """Where one run's time goes, in-process: the event loop, then the summary (percentiles
-    and their bootstrap, throughput, goodput, utilisation) and, apart, the per-request
+    and the p99's interval, throughput, goodput, utilisation) and, apart, the per-request
     records that only --out asks for."""
     from ridgeline.simulate import Lengths, Workload, simulate
 

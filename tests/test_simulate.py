@@ -390,12 +390,10 @@ def test_the_summary_from_the_arrays_is_the_summary_of_the_records(
     workload: Workload, slo: metrics.Slo | None, engine: EngineConfig
 ) -> None:
     """The records are built only when asked for; the summary, computed from the request
-    arrays, is the shared summary of those records to the last digit, bootstrap included."""
-    from ridgeline.simulate import report
-
+    arrays, is the shared summary of those records to the last digit, intervals included."""
     res = simulate(Deployment.build(), workload=workload, engine=engine, slo=slo)
     assert "records" not in vars(res)  # not built yet
-    of_records = report.summarize(res.records, res.summary.duration_s, slo)
+    of_records = metrics.summarize(res.records, res.summary.duration_s, slo)
     shared = {f.name: getattr(res.summary, f.name) for f in dataclasses.fields(of_records)}
     assert metrics.Summary(**shared) == of_records
 

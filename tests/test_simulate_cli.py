@@ -30,6 +30,9 @@ def test_simulate_json_keys_are_stable() -> None:
     for key in ("ttft_s", "tpot_s", "e2e_s"):
         assert set(data[key]) >= {"p50", "p90", "p99", "n", "p99_ci95"}
         assert data[key]["p50"] <= data[key]["p90"] <= data[key]["p99"]
+        # 300 requests bound a p99 from below only: 0.99^300 = 4.9% > 2.5% (368 would)
+        low, high = data[key]["p99_ci95"]
+        assert low <= data[key]["p99"] and high is None
     for key in ("requests", "throughput_tokens_per_s", "goodput_requests_per_s", "preemptions", "overloaded"):
         assert key in data
     assert data["requests"] == 300 and data["preemptions"] == 0 and data["overloaded"] is False

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -183,59 +184,98 @@ class Percentiles:
     p50: float | None
     p90: float | None
     p99: float | None
-    p99_ci95: tuple[float, float] | None  # bootstrap interval on p99
+    # the true p99's 95% interval (`quantile_ranks`); None above when n values cannot bound it
+    p99_ci95: tuple[float, float | None] | None
     warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def percentiles(
-    values: Iterable[float | None], name: str = "value", seed: int = 0, boot: int = 1000
-) -> Percentiles:
+P99_CONFIDENCE = 0.95
+
+
+def percentiles(values: Iterable[float | None], name: str = "value") -> Percentiles:
     """p50/p90/p99 (linear interpolation, as numpy and vLLM's bench compute them), with n
-    and a bootstrap 95% interval on p99; warns when a percentile rests on too few samples.
-    `values` may be an array, NaN for a missing value."""
-    return percentiles_of({name: values}, seed, boot)[name]
+    and a 95% interval on the p99 of the distribution the values came from; warns when a
+    percentile rests on too few samples. `values` may be an array, NaN for a missing value."""
+    return percentiles_of({name: values})[name]
 
 
-def percentiles_of(columns: dict[str, Any], seed: int = 0, boot: int = 1000) -> dict[str, Percentiles]:
-    """`percentiles` of each column, the bootstraps vectorised: every column's resamples
-    are drawn from a generator seeded alike, so columns of equal n share one set of drawn
-    indices (drawn once, not once a column), with the same numbers as one at a time."""
-
-    xs = {name: _samples(values) for name, values in columns.items()}
+def percentiles_of(columns: dict[str, Any]) -> dict[str, Percentiles]:
+    """`percentiles` of each column: one partition of a column reads its percentiles and
+    the two order statistics of its p99's interval."""
     out: dict[str, Percentiles] = {}
-    for name, x in xs.items():
+    for name, values in columns.items():
+        x = _samples(values)
         n = int(x.size)
         if n == 0:
             out[name] = Percentiles(0, None, None, None, None, None, (f"{name}: no samples",))
             continue
-        p50, p90, p99 = percentiles_linear(x, (50, 90, 99))
+        lo, hi = quantile_ranks(n, 0.99, P99_CONFIDENCE)
+        (p50, p90, p99), ranked = percentiles_and_ranks(x, (50, 90, 99), (lo, hi))
         notes = tuple(
             f"{name} {q} rests on {n} samples (want >= {k})" for q, k in MIN_SAMPLES.items() if n < k
         )
-        out[name] = Percentiles(n, float(x.mean()), p50, p90, p99, None, notes)
-    by_n: dict[int, list[str]] = {}
-    for name, x in xs.items():
-        if x.size >= 2:
-            by_n.setdefault(int(x.size), []).append(name)
-    for names in by_n.values():
-        for name, ci in zip(names, _bootstrap_p99([xs[k] for k in names], seed, boot), strict=True):
-            out[name] = replace(out[name], p99_ci95=ci)
+        ci = None if ranked[0] is None else (ranked[0], ranked[1])
+        out[name] = Percentiles(n, float(x.mean()), p50, p90, p99, ci, notes)
     return out
 
 
-def percentiles_linear(x: Any, qs: Iterable[float]) -> list[float]:
+@cache
+def quantile_ranks(n: int, q: float, confidence: float) -> tuple[int | None, int | None]:
+    """The two order statistics (0-based ranks among n sorted values) between which the
+    q-quantile of the distribution the values came from lies with at least `confidence`,
+    whatever that distribution. The count B of values below the true quantile is
+    binomial(n, q), and the k-th smallest value (0-based) is below it exactly when B > k:
+    so the interval [x(lo), x(hi)] misses it only when B <= lo or B > hi. Each tail is given
+    half of 1 - confidence: lo is the largest rank with P(B <= lo) <= that, hi the smallest
+    with P(B <= hi) >= 1 - that. A rank past the values is None: an interval on a p99 at
+    95% has no upper end below 368 values (0.99^n must fall to 0.025)."""
+    tail = (1 - confidence) / 2
+    odds = q / (1 - q)
+    mode = min(n, math.floor((n + 1) * q))
+    pmf = {mode: 1.0}  # P(B = k), relative to the mode's, walked out until negligible
+    k, p = mode, 1.0
+    while k > 0 and p > 1e-18:
+        p *= k / (n - k + 1) / odds  # P(B = k - 1) / P(B = k)
+        k -= 1
+        pmf[k] = p
+    k, p = mode, 1.0
+    while k < n and p > 1e-18:
+        p *= (n - k) / (k + 1) * odds  # P(B = k + 1) / P(B = k)
+        k += 1
+        pmf[k] = p
+    total = math.fsum(pmf.values())
+    lo: int | None = None
+    hi: int | None = None
+    below = 0.0
+    for k in sorted(pmf):
+        below += pmf[k] / total  # P(B <= k)
+        if below <= tail:
+            lo = k
+        if hi is None and below >= 1 - tail:
+            hi = k
+    return lo, (hi if hi is not None and hi < n else None)
+
+
+def percentiles_and_ranks(
+    x: Any, qs: Iterable[float], ranks: Iterable[int | None]
+) -> tuple[list[float], list[float | None]]:
     """np.percentile(x, qs) with its default `linear` method, the same to the last digit,
-    from a partition at the order statistics each reads: numpy's own path also imports
-    numpy.ma (through np.unique), a quarter of a short simulation's start-up."""
+    and the values of the given ranks in sorted order (None for None), from one partition at
+    the order statistics they read: numpy's own percentile also imports numpy.ma (through
+    np.unique), a quarter of a short simulation's start-up."""
     import numpy as np
 
     n = int(x.size)
     marks = [_virtual_index(n, q) for q in qs]
-    part = np.partition(x, sorted({i for _, lo, hi in marks for i in (lo, hi)}))
-    return [float(_lerp(part[lo], part[hi], h - lo)) for h, lo, hi in marks]
+    ranks = list(ranks)
+    part = np.partition(
+        x, sorted({i for _, lo, hi in marks for i in (lo, hi)} | {r for r in ranks if r is not None})
+    )
+    values = [float(_lerp(part[lo], part[hi], h - lo)) for h, lo, hi in marks]
+    return values, [None if r is None else float(part[r]) for r in ranks]
 
 
 def _virtual_index(n: int, q: float) -> tuple[float, int, int]:
@@ -262,58 +302,6 @@ def _samples(values: Any) -> Any:
         x = values.astype(float, copy=False)
         return x[~np.isnan(x)]
     return np.array([v for v in values if v is not None and not math.isnan(v)], dtype=float)
-
-
-def _bootstrap_p99(columns: list[Any], seed: int, boot: int) -> list[tuple[float, float]]:
-    """A 95% interval on each column's p99 (columns of equal length): `boot` resamples of
-    n values, drawn with replacement, in chunks of at most 2,000,000 values."""
-    import numpy as np
-
-    n = int(columns[0].size)
-    rng = np.random.default_rng(seed)
-    chunk = max(1, min(boot, 2_000_000 // n))  # bound memory for large n
-    samples: list[list[Any]] = [[] for _ in columns]
-    for start in range(0, boot, chunk):
-        k = min(chunk, boot - start)
-        idx = rng.integers(0, n, size=(k, n))
-        for kept, x in zip(samples, columns, strict=True):
-            kept.append(p99_of_resamples(x, idx))
-    out = []
-    for kept in samples:
-        lo, hi = percentiles_linear(np.concatenate(kept), (2.5, 97.5))
-        out.append((lo, hi))
-    return out
-
-
-def p99_of_resamples(x: Any, idx: Any) -> Any:
-    """np.percentile(x[idx], 99, axis=1), the same to the last digit, without sorting the
-    resamples: a resample's p99 lies among its largest 1%, so each row keeps only its values
-    at or above a threshold that leaves about twice that many, sorts those few, and reads
-    the two order statistics the linear method interpolates between (`linear`: the virtual
-    index (n - 1) x 0.99, as numpy computes it). A row with too few such values (about never)
-    is partitioned whole."""
-    import numpy as np
-
-    k, n = idx.shape
-    h, lo, hi = _virtual_index(n, 99)
-    need = n - lo  # the order statistics from lo up: the row's `need` largest
-    keep = min(n, 2 * need + 6 * int(math.sqrt(need)) + 8)
-    tau = np.partition(x, n - keep)[n - keep]
-    big = x >= tau
-    chosen = big[idx]
-    counts = chosen.sum(axis=1)
-    rows = np.repeat(np.arange(k), counts)
-    values = x[idx[chosen]]
-    values = values[np.lexsort((values, rows))]  # each row's kept values, ascending
-    below = np.cumsum(counts) - n  # where each row's kept values end, less the row's length
-    short = counts < need
-    a = np.where(short, 0.0, values[np.where(short, 0, below + lo)] if values.size else 0.0)
-    b = np.where(short, 0.0, values[np.where(short, 0, below + hi)] if values.size else 0.0)
-    if short.any():  # the whole row, as numpy would
-        whole = x[idx[short]]
-        whole.partition(sorted({lo, hi}), axis=1)
-        a[short], b[short] = whole[:, lo], whole[:, hi]
-    return _lerp(a, b, h - lo)
 
 
 @dataclass(frozen=True)
@@ -381,9 +369,7 @@ class Summary:
         return asdict(self)
 
 
-def summarize(
-    records: Sequence[dict[str, Any]], duration_s: float, slo: Slo | None = None, boot: int = 1000
-) -> Summary:
+def summarize(records: Sequence[dict[str, Any]], duration_s: float, slo: Slo | None = None) -> Summary:
     """Aggregate records: percentiles of TTFT, TPOT, E2E and queueing; throughput; goodput."""
     ok = [r for r in records if not r.get("error")]
     slo = slo or Slo()
@@ -394,7 +380,6 @@ def summarize(
         good=sum(1 for r in ok if slo.met(r)),
         preemptions=sum(int(r.get("preemptions") or 0) for r in records),
         duration_s=duration_s,
-        boot=boot,
     )
 
 
@@ -409,13 +394,12 @@ def summarize_columns(
     good: int,
     preemptions: int,
     duration_s: float,
-    boot: int = 1000,
 ) -> Summary:
     """`summarize` from columns: each of LATENCY_KEYS over the requests without errors (a
     list, or an array with NaN where a value is missing), and the counts."""
     completed = len(latencies["ttft_s"])
     duration = max(duration_s, 1e-12)
-    p = percentiles_of({k: latencies[k] for k in LATENCY_KEYS}, boot=boot)
+    p = percentiles_of({k: latencies[k] for k in LATENCY_KEYS})
     return Summary(
         ttft_s=p["ttft_s"],
         tpot_s=p["tpot_s"],

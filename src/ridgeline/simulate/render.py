@@ -22,6 +22,13 @@ def _s(value: float | None) -> str:
     return "–" if value is None else seconds(value)
 
 
+def _interval(ci: tuple[float, float | None] | None) -> str:
+    """A p99's interval; too few requests to bound it above leave it open."""
+    if ci is None:
+        return "–"
+    return f"≥ {_s(ci[0])}" if ci[1] is None else f"{_s(ci[0])} – {_s(ci[1])}"
+
+
 def _lengths(d: dict[str, Any]) -> str:
     if d["kind"] == "fixed":
         return f"{d['mean']:,}"
@@ -56,7 +63,7 @@ def simulation(s: Summary, out: str | None = None) -> None:
             _s(p.p50),
             _s(p.p90),
             f"[bold]{_s(p.p99)}[/]",
-            f"{_s(ci[0])} – {_s(ci[1])}" if ci else "–",
+            _interval(ci),
             _s(p.mean),
             f"{p.n:,}",
         )

@@ -23,7 +23,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ridgeline.simulate.workload import Workload
 
-BOOTSTRAP_VALUES = 2_000_000  # resampled values per percentile's bootstrap, at most
 OVERLOAD_SLOPE = 0.05  # queueing delay growing by 5% of elapsed time: rate >= 1.05 x capacity
 
 
@@ -52,18 +51,6 @@ def make_records(reqs: Requests, ttft_offset_s: float, concurrency: int | None) 
         )
         for i in range(len(reqs))
     ]
-
-
-def summarize(
-    records: Sequence[dict[str, Any]], duration_s: float, slo: metrics.Slo | None
-) -> metrics.Summary:
-    """metrics.summarize, with each p99 bootstrap sized to the run: at most
-    BOOTSTRAP_VALUES resampled values, and 1,000 resamples for short runs."""
-    return metrics.summarize(records, duration_s, slo, boot=bootstraps(len(records)))
-
-
-def bootstraps(requests: int) -> int:
-    return max(50, min(1000, BOOTSTRAP_VALUES // max(requests, 1)))
 
 
 def latency_columns(reqs: Requests, ttft_offset_s: float) -> dict[str, Any]:
@@ -95,7 +82,6 @@ def summarize_requests(
         good=slo.met_count(latencies["ttft_s"], latencies["tpot_s"], latencies["e2e_s"]),
         preemptions=sum(reqs.preemptions),
         duration_s=duration_s,
-        boot=bootstraps(len(reqs)),
     )
 
 
