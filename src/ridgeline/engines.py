@@ -12,7 +12,10 @@ waits for attention to read the KV cache: roofline.time_work),
 
 and falls short of the roofline for reasons each of which has a physical term here:
 
-    GEMM FLOP/s      = peak(dtype) x gemm[dtype] x vendor x M / (M + half_m x mma_rows / 64)
+    GEMM FLOP/s      = achievable(dtype) x gemm[dtype] x vendor x M / (M + half_m x mma_rows / 64)
+                       (achievable: the data sheet's dense peak x the share of it that the
+                       accelerator's best-shaped large matmul sustains, measured: power and
+                       clocks, not the engine; the catalogue's matmul_share)
                        (M: tokens in the pass; a skinny matmul cannot fill the tensor cores,
                        whose tiles are the accelerator's mma_rows tall: 64 for Hopper's wgmma
                        and older parts, 128 for datacentre Blackwell's tcgen05, which pads a
@@ -22,7 +25,7 @@ and falls short of the roofline for reasons each of which has a physical term he
                        fill the tensor cores less than 14,336-wide ones)
                        x dequant[w8 | w4] when the weights are narrower than the maths
                        (weight-only formats unpack every weight inside the matmul)
-    attention FLOP/s = peak(attention's dtype) x attention x vendor
+    attention FLOP/s = achievable(attention's dtype) x attention x vendor
                        (attention multiplies activations with the KV cache, not the weights:
                        fp8 over an fp8 cache when the matmuls are 8 bits or fewer, else 16
                        bits; precision.attention_maths)
@@ -268,11 +271,13 @@ class EngineProfile:
         """This profile's rates on `d` before a pass's size enters (a deployment keeps its
         engine's as `engine_reach`, worked out once)."""
         v, vm = self.vendor_factor(d.hw.vendor_name), self.vendor_memory_factor(d.hw.vendor_name)
-        peak, bw = d.peak_flops, d.hw.bandwidth_bytes_per_s
+        maths, hw, bw = d.prec.maths, d.hw, d.hw.bandwidth_bytes_per_s
         fmt = weight_format(8.0 * weight_bytes_per_param(d.arch, d.prec))
-        full = peak * self.gemm_efficiency(d.prec.maths) * v * self.dequant_factor(fmt, d.prec.maths)
-        att = attention_maths(d.prec.maths, d.prec.kv)  # attention's own dtype, not the weights'
-        att_peak = peak if att == d.prec.maths else d.hw.peak(att if att in d.hw.peak_flops else "bf16")
+        peak = d.peak_flops * hw.achievable(maths)
+        full = peak * self.gemm_efficiency(maths) * v * self.dequant_factor(fmt, maths)
+        att = attention_maths(maths, d.prec.kv)  # attention's own dtype, not the weights'
+        att = att if att == maths or att in hw.peak_flops else "bf16"
+        att_peak = peak if att == maths else hw.peak(att) * hw.achievable(att)
         attention = att_peak * self.attention * v * (self.sinks if d.arch.attention_sinks else 1.0)
         return Reach(
             gemm_flops_per_s=full,

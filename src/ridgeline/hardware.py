@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 LINKS = ("nvlink", "pcie", "xgmi", "none")
 FALLBACK = {"fp16": ("bf16",), "bf16": ("fp16",), "fp16acc16": ("fp16", "bf16")}  # same-rate dtypes
+# a dtype whose matmul share is not measured takes the nearest measured one's
+SHARE_FALLBACK = {"fp4": ("fp8", "bf16"), "int8": ("fp8", "bf16"), "fp16acc16": ("fp16", "bf16")}
 REFERENCE_MMA_ROWS = 64  # a tensor-core tile's rows where none is stated (Hopper's wgmma)
 MAX_MMA_ROWS = 1024
 
@@ -54,6 +56,10 @@ class Accelerator:
     # 64 (Hopper's wgmma, and the reference for every older or other part) or 128
     # (datacentre Blackwell's tcgen05). An engine profile's small-M falloff scales with it.
     mma_rows: int = REFERENCE_MMA_ROWS
+    # The share of a dtype's dense peak that the best-shaped large matmul sustains, measured
+    # (data/gpus.toml cites the measurements); an engine profile's matmul and attention
+    # efficiencies are shares of that. A part that states none reaches its stated peaks.
+    matmul_share: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -86,6 +92,14 @@ class Accelerator:
         have = ", ".join(sorted(self.peak_flops))
         raise RidgelineError(f"{self.name} has no {maths} peak (it has {have}); choose --maths from those")
 
+    def achievable(self, maths: str) -> float:
+        """The share of `maths`'s peak a large matmul sustains: its own measurement, else the
+        nearest measured dtype's (SHARE_FALLBACK), else 1 (the stated peak)."""
+        for dtype in (maths, *SHARE_FALLBACK.get(maths, ("bf16",))):
+            if dtype in self.matmul_share:
+                return self.matmul_share[dtype]
+        return 1.0
+
     def ridge(self, maths: str = "bf16") -> float:
         """The ridge point: peak FLOP/s over bandwidth, in FLOPs per byte."""
         return self.peak(maths) / self.bandwidth_bytes_per_s
@@ -114,6 +128,7 @@ def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
             mma_rows=check_size(
                 f"{name} mma_rows in {where}", entry.get("mma_rows", REFERENCE_MMA_ROWS), maximum=MAX_MMA_ROWS
             ),
+            matmul_share=_shares(name, entry.get("matmul_share", {}), where),
         )
     except KeyError as exc:
         raise RidgelineError(
@@ -128,6 +143,17 @@ def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
         ) from None
     check_accelerator(acc)
     return acc
+
+
+def _shares(name: str, table: Any, where: str) -> dict[str, float]:
+    if not isinstance(table, dict):
+        raise RidgelineError(
+            f"accelerator {name!r} in {where}: matmul_share must be a table such as {{ bf16 = 0.8 }}"
+        )
+    for k, v in table.items():
+        if isinstance(v, bool):
+            raise RidgelineError(f"{name} matmul_share.{k} must be a share in (0, 1], got {v}")
+    return {str(k): _figure(f"{name} matmul_share.{k}", v, where) for k, v in table.items()}
 
 
 def _figure(field: str, value: Any, where: str) -> float:
@@ -149,6 +175,9 @@ def check_accelerator(acc: Accelerator) -> None:
         _within(f"{name} peak_flops.{dtype}", peak, PEAK_FLOPS_RANGE)
     _within(f"{name} bandwidth_bytes_per_s", acc.bandwidth_bytes_per_s, BANDWIDTH_RANGE)
     _within(f"{name} memory_bytes", acc.memory_bytes, MEMORY_RANGE)
+    for dtype, share in acc.matmul_share.items():
+        if not 0.0 < share <= 1.0:
+            raise RidgelineError(f"{name} matmul_share.{dtype} must be a share in (0, 1], got {share:g}")
     _within(f"{name} interconnect_bytes_per_s", acc.interconnect_bytes_per_s, (0.0, BANDWIDTH_RANGE[1]))
     check_price(f"{name} price_per_hour_usd", acc.price_per_hour_usd)
     if acc.link not in ("", *LINKS):
