@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 from ridgeline.accuracy import corpus, report
 
@@ -148,30 +149,15 @@ def main() -> None:
 
 
 def beyond() -> None:
-    from dataclasses import replace
-
-    from ridgeline.engines import builtin_engines
-
-    rows = corpus.rows()
-    by_id = {r.id: r for r in rows}
-    held = {(r.model, r.gpu, r.tp, r.input, r.output) for r in rows if r.group == BEYOND_GROUP}
-    fitted = builtin_engines()[by_id[FP8].engine]
-    fold = report.fold_profile(fitted, report.folds()[by_id[FP8].engine][BEYOND_GROUP])
+    cell = _cells(BEYOND_GROUP)
+    held = {(r.model, r.gpu, r.tp, r.input, r.output) for r in corpus.rows() if r.group == BEYOND_GROUP}
     # per block (template, model, accelerator, TP): each cell's error fitted and held out
     blocks: dict[tuple[str, str, str, int], list[tuple[float, float]]] = {}
-    print(f"{'model':14} {'gpu':9} {'tp':>2} {'in/out':>11} {'measured':>9} {'predicted':>9} "
-          f"{'error':>7} {'held out':>8}")  # fmt: skip
     for (template, model, gpu, tp), measured in BEYOND.items():
         for (i, o), value in zip(BEYOND_LENGTHS, measured, strict=True):
-            if (model, gpu, tp, i, o) in held:
-                continue  # a corpus row already
-            row = replace(by_id[template], id="beyond", model=model, gpu=gpu, tp=tp, input=i, output=o,
-                          requests=BEYOND_REQUESTS[i, o], measured=float(value))  # fmt: skip
-            pred, pred_held = corpus.predict(row, fitted), corpus.predict(row, fold)
-            error, held_error = corpus.error(row, pred), corpus.error(row, pred_held)
-            blocks.setdefault((template, model, gpu, tp), []).append((error, held_error))
-            print(f"{model:14} {gpu:9} {tp:2} {f'{i}/{o}':>11} {value:9.0f} {pred:9.0f} "
-                  f"{error:+7.1%} {held_error:+8.1%}")  # fmt: skip
+            if (model, gpu, tp, i, o) not in held:  # else a corpus row already
+                errors = cell(template, model, gpu, tp, i, o, BEYOND_REQUESTS[i, o], float(value))
+                blocks.setdefault((template, model, gpu, tp), []).append(errors)
     print()
     for (_, model, gpu, tp), cells in blocks.items():
         print(f"{model:14} {gpu:9} {tp:2} {len(cells):2} cells: " + _medians(cells, "fitted"))
@@ -184,25 +170,41 @@ def beyond() -> None:
 
 
 def newer() -> None:
+    cell = _cells(NEWER_GROUP_LEFT_OUT)
+    cells = [
+        cell(template, model, gpu, tp, i, o, NEWER_REQUESTS[i, o], float(per_gpu * tp))
+        for (template, model, gpu, tp), table in NEWER.items()
+        for (i, o), per_gpu in table.items()
+    ]
+    print(f"\n{len(cells)} cells: " + _medians(cells, "with the fitted profile"))
+
+
+def _cells(left_out: str) -> Callable[..., tuple[float, float]]:
+    """Print the cells' header, and return a cell's check: a corpus row of the template's
+    mapping moved to the cell (model, accelerator, TP, lengths, requests, its measured value),
+    predicted by the fitted profile and by the one fitted without the source `left_out`; it
+    prints the cell's line and returns its two errors."""
     from dataclasses import replace
 
     from ridgeline.engines import builtin_engines
 
     by_id = {r.id: r for r in corpus.rows()}
     fitted = builtin_engines()[by_id[FP8].engine]
-    fold = report.fold_profile(fitted, report.folds()[by_id[FP8].engine][NEWER_GROUP_LEFT_OUT])
+    fold = report.fold_profile(fitted, report.folds()[by_id[FP8].engine][left_out])
     print(f"{'model':14} {'gpu':9} {'tp':>2} {'in/out':>11} {'measured':>9} {'predicted':>9} "
           f"{'error':>7} {'held out':>8}")  # fmt: skip
-    cells: list[tuple[float, float]] = []
-    for (template, model, gpu, tp), table in NEWER.items():
-        for (i, o), per_gpu in table.items():
-            row = replace(by_id[template], id="newer", model=model, gpu=gpu, tp=tp, input=i, output=o,
-                          requests=NEWER_REQUESTS[i, o], measured=float(per_gpu * tp))  # fmt: skip
-            pred, pred_held = corpus.predict(row, fitted), corpus.predict(row, fold)
-            cells.append((corpus.error(row, pred), corpus.error(row, pred_held)))
-            print(f"{model:14} {gpu:9} {tp:2} {f'{i}/{o}':>11} {row.measured:9.0f} {pred:9.0f} "
-                  f"{cells[-1][0]:+7.1%} {cells[-1][1]:+8.1%}")  # fmt: skip
-    print(f"\n{len(cells)} cells: " + _medians(cells, "with the fitted profile"))
+
+    def cell(template: str, model: str, gpu: str, tp: int, i: int, o: int, requests: int,
+             measured: float) -> tuple[float, float]:  # fmt: skip
+        row = replace(by_id[template], id="cell", model=model, gpu=gpu, tp=tp, input=i, output=o,
+                      requests=requests, measured=measured)  # fmt: skip
+        pred = corpus.predict(row, fitted)
+        error, held_error = corpus.error(row, pred), corpus.error(row, corpus.predict(row, fold))
+        print(f"{model:14} {gpu:9} {tp:2} {f'{i}/{o}':>11} {measured:9.0f} {pred:9.0f} "
+              f"{error:+7.1%} {held_error:+8.1%}")  # fmt: skip
+        return error, held_error
+
+    return cell
 
 
 def _medians(cells: list[tuple[float, float]], fitted: str) -> str:

@@ -15,7 +15,7 @@ and falls short of the roofline for reasons each of which has a physical term he
     GEMM FLOP/s      = achievable(dtype) x gemm[dtype] x vendor x M / (M + half_m x mma_rows / 64)
                        (achievable: the data sheet's dense peak x the share of it that the
                        accelerator's best-shaped large matmul sustains, measured: power and
-                       clocks, not the engine; the catalogue's matmul_share)
+                       clocks, not the engine: the catalogue's matmul_share, Accelerator.sustained)
                        (M: tokens in the pass; a skinny matmul cannot fill the tensor cores,
                        whose tiles are the accelerator's mma_rows tall: 64 for Hopper's wgmma
                        and older parts, 128 for datacentre Blackwell's tcgen05, which pads a
@@ -91,8 +91,6 @@ class Deployed(Protocol):
     def hw(self) -> Accelerator: ...
     @property
     def par(self) -> Parallel: ...
-    @property
-    def peak_flops(self) -> float: ...
     @property
     def engine(self) -> EngineProfile | None: ...
     @property
@@ -273,12 +271,10 @@ class EngineProfile:
         v, vm = self.vendor_factor(d.hw.vendor_name), self.vendor_memory_factor(d.hw.vendor_name)
         maths, hw, bw = d.prec.maths, d.hw, d.hw.bandwidth_bytes_per_s
         fmt = weight_format(8.0 * weight_bytes_per_param(d.arch, d.prec))
-        peak = d.peak_flops * hw.achievable(maths)
-        full = peak * self.gemm_efficiency(maths) * v * self.dequant_factor(fmt, maths)
+        full = hw.sustained(maths) * self.gemm_efficiency(maths) * v * self.dequant_factor(fmt, maths)
         att = attention_maths(maths, d.prec.kv)  # attention's own dtype, not the weights'
         att = att if att == maths or att in hw.peak_flops else "bf16"
-        att_peak = peak if att == maths else hw.peak(att) * hw.achievable(att)
-        attention = att_peak * self.attention * v * (self.sinks if d.arch.attention_sinks else 1.0)
+        attention = hw.sustained(att) * self.attention * v * (self.sinks if d.arch.attention_sinks else 1.0)
         return Reach(
             gemm_flops_per_s=full,
             expert_flops_per_s=full * self.experts * self._narrow(d.arch),

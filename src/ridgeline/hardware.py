@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
 LINKS = ("nvlink", "pcie", "xgmi", "none")
 FALLBACK = {"fp16": ("bf16",), "bf16": ("fp16",), "fp16acc16": ("fp16", "bf16")}  # same-rate dtypes
-# a dtype whose matmul share is not measured takes the nearest measured one's
-SHARE_FALLBACK = {"fp4": ("fp8", "bf16"), "int8": ("fp8", "bf16"), "fp16acc16": ("fp16", "bf16")}
+# a narrow dtype whose matmul share is not measured takes fp8's (other dtypes: FALLBACK's, bf16's)
+SHARE_FALLBACK = {"fp4": ("fp8",), "int8": ("fp8",)}
 REFERENCE_MMA_ROWS = 64  # a tensor-core tile's rows where none is stated (Hopper's wgmma)
 MAX_MMA_ROWS = 1024
 
@@ -94,11 +94,16 @@ class Accelerator:
 
     def achievable(self, maths: str) -> float:
         """The share of `maths`'s peak a large matmul sustains: its own measurement, else the
-        nearest measured dtype's (SHARE_FALLBACK), else 1 (the stated peak)."""
-        for dtype in (maths, *SHARE_FALLBACK.get(maths, ("bf16",))):
+        nearest measured dtype's (SHARE_FALLBACK or FALLBACK, then bf16), else 1 (the stated
+        peak)."""
+        for dtype in (maths, *SHARE_FALLBACK.get(maths, FALLBACK.get(maths, ())), "bf16"):
             if dtype in self.matmul_share:
                 return self.matmul_share[dtype]
         return 1.0
+
+    def sustained(self, maths: str) -> float:
+        """The FLOP/s a large matmul in `maths` sustains: the peak times its measured share."""
+        return self.peak(maths) * self.achievable(maths)
 
     def ridge(self, maths: str = "bf16") -> float:
         """The ridge point: peak FLOP/s over bandwidth, in FLOPs per byte."""
