@@ -8,6 +8,7 @@ over runs of decode steps gives the stepped timeline; Little's law; overload; pr
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import random
 from typing import Any
@@ -328,7 +329,7 @@ def test_arrival_processes_have_their_rates_and_burstiness() -> None:
     from ridgeline.simulate.workload import open_arrivals
 
     n = 20000
-    rng = np.random.default_rng(1)
+    rng = random.Random(1)
     poisson = np.diff(open_arrivals(Workload(rate_per_s=4.0, requests=n), rng))
     assert poisson.mean() == pytest.approx(0.25, rel=4 / math.sqrt(n))
     assert poisson.std() / poisson.mean() == pytest.approx(1.0, abs=0.05)
@@ -339,21 +340,79 @@ def test_arrival_processes_have_their_rates_and_burstiness() -> None:
     assert (bursty.std() / bursty.mean()) ** 2 == pytest.approx(4.0, rel=0.15)  # CV^2 = 1 / shape
     constant = open_arrivals(Workload(arrival="constant", rate_per_s=4.0, requests=5), rng)
     np.testing.assert_allclose(constant, [0.0, 0.25, 0.5, 0.75, 1.0])
-    window = open_arrivals(Workload(rate_per_s=4.0, requests=None, duration_s=1000.0), rng)
+    window = np.asarray(open_arrivals(Workload(rate_per_s=4.0, requests=None, duration_s=1000.0), rng))
     assert window.max() < 1000.0 and len(window) == pytest.approx(4000, abs=4 * math.sqrt(4000))
 
 
 def test_lengths_keep_their_means_and_a_seed_repeats_a_run() -> None:
-    rng = np.random.default_rng(2)
-    logn = Lengths("lognormal", 1000, 0.5).sample(50000, rng)
+    rng = random.Random(2)
+    logn = np.asarray(Lengths("lognormal", 1000, 0.5).sample(50000, rng))
     assert logn.mean() == pytest.approx(1000, rel=0.01)
-    uni = Lengths("uniform", 200, 0.5).sample(50000, rng)
+    assert np.log(logn).std() == pytest.approx(0.5, rel=0.02)
+    uni = np.asarray(Lengths("uniform", 200, 0.5).sample(50000, rng))
     assert uni.min() >= 100 and uni.max() <= 300 and uni.mean() == pytest.approx(200, rel=0.01)
     m = Deployment.build()
     a = simulate(m, workload=lognormal(10, 200, seed=5)).records
     b = simulate(m, workload=lognormal(10, 200, seed=5)).records
     c = simulate(m, workload=lognormal(10, 200, seed=6)).records
     assert a == b and a != c
+
+
+def test_each_kind_of_draw_has_its_own_stream() -> None:
+    """Arrivals, prompt lengths and output lengths come from three streams of one seed: the
+    same seed gives the same lengths at any rate, the same arrivals for any lengths, and the
+    first N requests of any longer run."""
+    from dataclasses import replace
+
+    from ridgeline.simulate.workload import request_columns
+
+    w = lognormal(10, 500, seed=3)
+    arrival, prompt, output, _, _ = request_columns(w, 131_072, 16)
+    faster = request_columns(replace(w, rate_per_s=40.0), 131_072, 16)
+    assert faster[1:3] == (prompt, output) and faster[0] != arrival
+    assert [t / 4 for t in arrival] == pytest.approx(faster[0], rel=1e-12)  # the same gaps, a quarter
+    other = request_columns(replace(w, output=Lengths("uniform", 100, 0.5)), 131_072, 16)
+    assert other[0] == arrival and other[1] == prompt and other[2] != output
+    assert request_columns(replace(w, seed=4), 131_072, 16)[0] != arrival
+    shorter = request_columns(replace(w, requests=300), 131_072, 16)
+    assert shorter[:3] == (arrival[:300], prompt[:300], output[:300])  # a longer run extends a shorter
+
+
+def test_a_short_simulation_loads_no_numpy(tmp_path: Any) -> None:
+    """numpy's import alone would be most of a short run's time: 1,000 requests of drawn
+    lengths, summarised and written as JSON, never load it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from ridgeline.cli import main; "
+        "status = main(['simulate', '--requests', '1000', '--rate', '20', '--prompt-dist', 'lognormal', "
+        "'--output-dist', 'uniform', '--json']); "
+        "sys.exit(status if status else int('numpy' in sys.modules) * 3)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["requests"] == 1000
+
+
+def test_the_over_time_sums_are_the_same_row_by_row_and_on_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A short run sums its step rows in plain Python, a long one on numpy's arrays: the
+    same amounts, summed in another order, within rounding."""
+    from ridgeline.simulate import report
+
+    for model, engine in (("llama-3.1-8b", None), ("gemma-2-9b", "vllm"), ("mixtral-8x7b", "sglang")):
+        m = Deployment.build(model, "h100-sxm", engine=engine, tp=2 if model.startswith("mixtral") else 1)
+        res = simulate(m, workload=lognormal(20, 300, seed=1))
+        makespan = max(res.reqs.finish_s)
+        monkeypatch.setattr(report, "NUMPY_ROWS", 10**9)
+        plain = dataclasses.asdict(report.utilisation(res.engines, m, makespan))
+        monkeypatch.setattr(report, "NUMPY_ROWS", 0)
+        arrays = dataclasses.asdict(report.utilisation(res.engines, m, makespan))
+        series = plain.pop("timeseries"), arrays.pop("timeseries")
+        assert plain == pytest.approx(arrays, rel=1e-12)
+        for key, values in series[0].items():
+            assert values == pytest.approx(series[1][key], rel=1e-9, abs=1e-12), key
+        assert 0 < plain["mfu"] < 1 and 0 < plain["mbu"] < 1
 
 
 def test_closed_loop_keeps_its_clients_busy() -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from ridgeline import ledger, step
 from ridgeline.deployment import Deployment
+from ridgeline.simulate import steptime
 from ridgeline.simulate.engine import Engine, EngineConfig
 from ridgeline.simulate.kvcache import kv_cache
 from ridgeline.simulate.requests import DECODE, DONE, Requests
@@ -139,10 +140,18 @@ def test_the_sampled_slope_is_the_core_difference_per_sampled_token() -> None:
         dict(model="llama-3.2-1b", gpu="a100-80gb-sxm", preset="ideal"),
     ],
 )
-def test_the_memo_filled_a_block_at_a_time_is_the_core_one_count_at_a_time(build: dict) -> None:
-    """The step model prices FILL token counts in one call of the core on an array; each one
-    is the price of that count alone, to the bit: the lines' intercepts, the core's parts
-    and the sampled slopes, read as a direct scalar call reads them."""
+@pytest.mark.parametrize(("alone", "numpy_loaded"), [(0, False), (5, False), (2048, False), (2048, True)])
+def test_the_memo_filled_a_block_at_a_time_is_the_core_one_count_at_a_time(
+    build: dict, alone: int, numpy_loaded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After its first ONE_BY_ONE token counts, priced alone (or from the start, once numpy
+    is loaded), the step model prices FILL token counts in one call of the core on an array;
+    each one is the price of that count alone, to the bit: the lines' intercepts, the core's
+    parts and the sampled slopes, read as a direct scalar call reads them. The switch from
+    one to the other changes nothing."""
+    monkeypatch.setattr(steptime, "ONE_BY_ONE", alone)
+    monkeypatch.setattr(steptime, "numpy_loaded", lambda: numpy_loaded)
+    build = dict(build)
     model_name, gpu = build.pop("model"), build.pop("gpu")
     m = Deployment.build(model_name, gpu, **build)
     model = StepModel(m)
@@ -163,7 +172,10 @@ def test_the_memo_filled_a_block_at_a_time_is_the_core_one_count_at_a_time(build
         per_f = (float(more.overhead_s) - float(one.overhead_s)) / PROBE
         per_c = (float(more.compute_s) - float(one.compute_s)) / PROBE
         assert model.sampled_at(tokens) == (per_c, per_f, float(one.overhead_s) - overhead_s - per_f)
-    assert len(model.by_tokens) > 12  # filled in blocks, not one count at a time
+    if alone < 12 or numpy_loaded:
+        assert len(model.by_tokens) > 12  # filled in blocks, not one count at a time
+    else:
+        assert sorted(model.by_tokens) == [1, 2, 63, 64, 65, 127, 777, 2000, 2047, 8192, 8193, 65_535]
 
 
 def test_a_moe_and_the_per_op_method_price_one_count_at_a_time() -> None:

@@ -4,6 +4,7 @@ and 1.1x that rate breaks it in at least 4 of 5; the fleet's size and cost follo
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 
@@ -11,7 +12,7 @@ from ridgeline import metrics
 from ridgeline.deployment import Deployment
 from ridgeline.errors import RidgelineError
 from ridgeline.simulate import Lengths, Workload, capacity, simulate
-from ridgeline.simulate.plan import parse_deployments
+from ridgeline.simulate.plan import parse_deployments, seeds_estimate
 
 SLO = metrics.Slo(ttft_s=1.0, tpot_s=0.05)
 WORKLOAD = Workload(prompt=Lengths("fixed", 2000), output=Lengths("fixed", 500))
@@ -77,9 +78,17 @@ def test_the_screen_sizes_the_fleet_as_the_full_search_does() -> None:
     full = capacity(m, SHORT, slo, requests=n, exhaustive=True)
     assert full.confidence.screen_requests == n and full.confidence.confirm_runs == 1
     rate = full.max_rate_per_replica
+    far = capacity(m, SHORT, slo, target_rate_per_s=1.5 * rate, requests=n)  # far from 1 or 3 replicas
+    # Five replicas at the screen's estimate (mean - 2 sd) and at its seeds' mean straddle a
+    # target between them: the screen leaves the fleet's size open there.
+    lo, mean = seeds_estimate(far.seed_rates), statistics.fmean(far.seed_rates)
+    near = 5 * (lo + mean) / 2
+    assert math.ceil(near / lo) != math.ceil(near / mean)
     screened = []
-    for target in (1.5 * rate, 4.95 * rate):  # a fleet far from its neighbours' sizes, one near 5
-        fast = capacity(m, SHORT, slo, target_rate_per_s=target, requests=n)
+    for target, fast in (
+        (1.5 * rate, far),
+        (near, capacity(m, SHORT, slo, target_rate_per_s=near, requests=n)),
+    ):
         c = fast.confidence
         assert fast.replicas == math.ceil(target / rate) and fast.gpus == fast.replicas
         screened.append(c.screen_requests < n)
@@ -91,5 +100,4 @@ def test_the_screen_sizes_the_fleet_as_the_full_search_does() -> None:
             assert fast.at_max["met"] and fast.at_max["seed"] == confirming[0].seed
         else:  # searched again at full length: the full search's own answer
             assert fast.max_rate_per_replica == rate
-    # 1.5 replicas' worth settles on the screen; 4.95 needs the full length to tell 5 from 6
     assert screened == [True, False]

@@ -82,7 +82,12 @@ def test_the_summary_reads_the_interval_from_the_sorted_values() -> None:
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 99, 100, 101, 1000, 4321])
 @pytest.mark.parametrize("kind", ["lognormal", "ties", "constant"])
-def test_the_percentiles_are_numpys_and_the_ranks_the_sorted_values(n: int, kind: str) -> None:
+@pytest.mark.parametrize("partition_above", [metrics.NUMPY_VALUES, 0])
+def test_the_percentiles_are_numpys_and_the_ranks_the_sorted_values(
+    n: int, kind: str, partition_above: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From a sort (short runs) or numpy's partition (long ones): the same order statistics."""
+    monkeypatch.setattr(metrics, "NUMPY_VALUES", partition_above)
     rng = np.random.default_rng(n + 7)
     x = {
         "lognormal": rng.lognormal(size=n),

@@ -64,7 +64,6 @@ import math
 import os
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Protocol
 
 from ridgeline import _files
@@ -516,6 +515,8 @@ def engines() -> dict[str, EngineProfile]:
 
 def get_engine(spec: str) -> EngineProfile:
     """A profile by name, or the one profile in a TOML file (`--engine my-engine.toml`)."""
+    from pathlib import Path
+
     known = engines()
     if str(spec).lower() in known:
         return known[str(spec).lower()]

@@ -17,8 +17,11 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 RECORD_KEYS = (
     "prompt_tokens",  # tokens in the prompt
@@ -128,6 +131,8 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     """Read JSONL records, strictly: every line a JSON object (no NaN, no Infinity) whose
     numbers are numbers in range. The one exception is a torn last line (a writer killed
     mid-line), which is skipped. Anything else is one line naming the file, line and key."""
+    from pathlib import Path
+
     from ridgeline._files import loads_json
     from ridgeline.errors import RidgelineError
 
@@ -208,7 +213,7 @@ def percentiles_of(columns: dict[str, Any]) -> dict[str, Percentiles]:
     out: dict[str, Percentiles] = {}
     for name, values in columns.items():
         x = _samples(values)
-        n = int(x.size)
+        n = len(x)
         if n == 0:
             out[name] = Percentiles(0, None, None, None, None, None, (f"{name}: no samples",))
             continue
@@ -218,7 +223,7 @@ def percentiles_of(columns: dict[str, Any]) -> dict[str, Percentiles]:
             f"{name} {q} rests on {n} samples (want >= {k})" for q, k in MIN_SAMPLES.items() if n < k
         )
         ci = None if ranked[0] is None else (ranked[0], ranked[1])
-        out[name] = Percentiles(n, float(x.mean()), p50, p90, p99, ci, notes)
+        out[name] = Percentiles(n, float(math.fsum(x) / n), p50, p90, p99, ci, notes)
     return out
 
 
@@ -259,49 +264,46 @@ def quantile_ranks(n: int, q: float, confidence: float) -> tuple[int | None, int
     return lo, (hi if hi is not None and hi < n else None)
 
 
+NUMPY_VALUES = 20_000  # values above which numpy's partition reads the order statistics
+
+
 def percentiles_and_ranks(
-    x: Any, qs: Iterable[float], ranks: Iterable[int | None]
+    x: Sequence[float], qs: Iterable[float], ranks: Iterable[int | None]
 ) -> tuple[list[float], list[float | None]]:
     """np.percentile(x, qs) with its default `linear` method, the same to the last digit,
-    and the values of the given ranks in sorted order (None for None), from one partition at
-    the order statistics they read: numpy's own percentile also imports numpy.ma (through
-    np.unique), a quarter of a short simulation's start-up."""
-    import numpy as np
-
-    n = int(x.size)
-    marks = [_virtual_index(n, q) for q in qs]
+    and the values of the given ranks in sorted order (None for None). They are order
+    statistics, the same from a sort as from a partition: a sort below NUMPY_VALUES values
+    (a short run's start-up would wait longer for numpy's import than the sort takes),
+    numpy's partition above."""
+    n = len(x)
+    marks = []
+    for q in qs:
+        h = (n - 1) * (q / 100)  # numpy's virtual index, computed as numpy computes it
+        lo = math.floor(h)
+        marks.append((h, lo, min(lo + 1, n - 1)))
     ranks = list(ranks)
-    part = np.partition(
-        x, sorted({i for _, lo, hi in marks for i in (lo, hi)} | {r for r in ranks if r is not None})
-    )
-    values = [float(_lerp(part[lo], part[hi], h - lo)) for h, lo, hi in marks]
-    return values, [None if r is None else float(part[r]) for r in ranks]
+    wanted = sorted({i for _, lo, hi in marks for i in (lo, hi)} | {r for r in ranks if r is not None})
+    if n > NUMPY_VALUES:
+        import numpy as np
+
+        part = np.partition(np.asarray(x, dtype=float), wanted)
+        at = {i: float(part[i]) for i in wanted}
+    else:
+        s = sorted(x)
+        at = {i: float(s[i]) for i in wanted}
+    values = [_lerp(at[lo], at[hi], h - lo) for h, lo, hi in marks]
+    return values, [None if r is None else at[r] for r in ranks]
 
 
-def _virtual_index(n: int, q: float) -> tuple[float, int, int]:
-    """numpy's `linear` percentile of n values reads between the order statistics lo and hi
-    at the virtual index h = (n - 1) x q / 100, computed as numpy computes it."""
-    import numpy as np
-
-    h = (n - 1) * np.true_divide(q, 100)
-    lo = int(np.floor(h))
-    return h, lo, min(lo + 1, n - 1)
-
-
-def _lerp(a: Any, b: Any, t: float) -> Any:
+def _lerp(a: float, b: float, t: float) -> float:
     """numpy's _lerp: from the nearer end, so the same to the last digit."""
     d = b - a
     return b - d * (1 - t) if t >= 0.5 else a + d * t
 
 
-def _samples(values: Any) -> Any:
-    """The values as a float array without the missing ones (None, NaN), in their order."""
-    import numpy as np
-
-    if isinstance(values, np.ndarray):
-        x = values.astype(float, copy=False)
-        return x[~np.isnan(x)]
-    return np.array([v for v in values if v is not None and not math.isnan(v)], dtype=float)
+def _samples(values: Iterable[Any]) -> list[float]:
+    """The values without the missing ones (None, NaN), in their order."""
+    return [v for v in values if v is not None and v == v]
 
 
 @dataclass(frozen=True)
@@ -324,19 +326,17 @@ class Slo:
                 return False
         return True
 
-    def met_count(self, ttft_s: Any, tpot_s: Any, e2e_s: Any) -> int:
-        """How many requests `met`, from arrays of requests without errors (NaN: missing)."""
-        import numpy as np
-
-        ok = np.ones(len(ttft_s), dtype=bool)
-        for limit, values, missing_ok in (
-            (self.ttft_s, ttft_s, False),
-            (self.tpot_s, tpot_s, True),  # a one-token answer has no TPOT to violate
-            (self.e2e_s, e2e_s, False),
-        ):
-            if limit is not None:
-                ok &= (values <= limit) | (np.isnan(values) if missing_ok else False)
-        return int(ok.sum())
+    def met_count(self, ttft_s: Iterable[Any], tpot_s: Iterable[Any], e2e_s: Iterable[Any]) -> int:
+        """How many requests `met`, from columns of requests without errors (None or NaN:
+        missing; a missing TPOT is a one-token answer, which has none to violate)."""
+        ttft, tpot, e2e = self.ttft_s, self.tpot_s, self.e2e_s
+        return sum(
+            1
+            for t, p, e in zip(ttft_s, tpot_s, e2e_s, strict=True)
+            if (ttft is None or (t is not None and t <= ttft))
+            and (e2e is None or (e is not None and e <= e2e))
+            and (tpot is None or p is None or p != p or p <= tpot)
+        )
 
 
 @dataclass(frozen=True)

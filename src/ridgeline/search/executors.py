@@ -169,7 +169,7 @@ def start_method() -> str:
     # must start before this process writes Parquet or multiplies matrices (run.search
     # starts it first)
     if sys.platform == "linux" and threading.active_count() == 1:
-        import numpy  # noqa: F401  # a screen's first need (this module imports the simulator)
+        import numpy  # noqa: F401  # the stages need it (bounds, long runs): loaded once, before the fork
 
         return "fork"
     return "spawn"

@@ -99,7 +99,7 @@ def demand(w: Workload, max_context: int, block_tokens: int) -> Demand:
         n = len(w.trace.arrival_s) if w.requests is None else min(w.requests, len(w.trace.arrival_s))
         prompt = np.asarray(w.trace.prompt[:n], dtype=np.int64)
         output = np.asarray(w.trace.output[:n], dtype=np.int64)
-        hit, shared = cached_prefix(w, prompt, block_tokens)
+        hit, shared = (np.asarray(c, dtype=np.int64) for c in cached_prefix(w, prompt.tolist(), block_tokens))
         new = prompt - hit
         return Demand(
             prompt, output, new, True, int(np.max(prompt + output - shared)), pinned,
@@ -107,17 +107,17 @@ def demand(w: Workload, max_context: int, block_tokens: int) -> Demand:
         )  # fmt: skip
     upper = w.prompt.upper()
     p_top = max_context - 1 if upper is None else min(upper, max_context - 1)
-    p, _ = clip_lengths(np.array([least(w.prompt)]), np.array([1]), max_context)
+    p, _ = clip_lengths([least(w.prompt)], [1], max_context)
     m = max(1, min(least(w.output), max_context - p_top))
     if w.shared_prefix_tokens:
-        new = max(1, int(p[0]) - shared_most)
+        fewest = max(1, p[0] - shared_most)
         new_mean = max(1.0, w.prompt.mean - shared_most)
     else:  # the cache holds at most a share H of each prompt
-        new = max(1, math.floor(int(p[0]) * (1 - w.prefix_hit_rate)))
+        fewest = max(1, math.floor(p[0] * (1 - w.prefix_hit_rate)))
         new_mean = max(1.0, w.prompt.mean * (1 - w.prefix_hit_rate))
     return Demand(
-        p.astype(np.int64), np.array([m], dtype=np.int64), np.array([new], dtype=np.int64), False,
-        max(1, int(p[0]) + m - shared_most), pinned, float(w.prompt.mean), float(w.output.mean), new_mean,
+        np.array(p, dtype=np.int64), np.array([m], dtype=np.int64), np.array([fewest], dtype=np.int64), False,
+        max(1, p[0] + m - shared_most), pinned, float(w.prompt.mean), float(w.output.mean), new_mean,
     )  # fmt: skip
 
 

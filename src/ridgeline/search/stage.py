@@ -36,7 +36,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.simulate import report
 from ridgeline.simulate.engine import EngineConfig
 from ridgeline.simulate.plan import judge_run
-from ridgeline.simulate.run import simulate
+from ridgeline.simulate.run import mean_tokens, simulate
 from ridgeline.simulate.workload import Trace, Workload, make_requests, request_columns
 
 # name -> Arrow type; the order is the file's. Nulls: the latencies of an error row, a TPOT
@@ -255,22 +255,14 @@ def simulate_task(ctx: Context, task: Task) -> dict[str, Any] | Screened:
     return row
 
 
-def exact_mean(lengths: Any) -> float:
-    """The mean of token counts, as statistics.fmean gives it (their exact sum, rounded once
-    on division), without a list of them."""
-    return int(lengths.sum()) / len(lengths)
-
-
 def p99_rank(n: int) -> int:
     """k: a p99 of n values (linear interpolation) is at least their k-th largest."""
     return n - math.floor(0.99 * (n - 1))
 
 
-def kth_largest(values: Any, k: int) -> float | None:
-    import numpy as np
-
-    x = values[~np.isnan(values)]
-    return float(np.partition(x, len(x) - k)[len(x) - k]) if len(x) >= k else None
+def kth_largest(values: list[float | None], k: int) -> float | None:
+    x = sorted(v for v in values if v is not None and v == v)  # without the missing (None, NaN)
+    return x[len(x) - k] if len(x) >= k else None
 
 
 def screen(ctx: Context, task: Task) -> Screened:
@@ -279,7 +271,6 @@ def screen(ctx: Context, task: Task) -> Screened:
     routing sends request i to replica i mod R whatever the replicas are doing, so each
     replica serves its own requests alone: the screen is then the first replica's first
     requests, a screen R times as deep into the run for the same work."""
-    import numpy as np
 
     d = ctx.deployments[task.deployment]
     w = replace(ctx.workload, seed=task.seed)
@@ -287,12 +278,7 @@ def screen(ctx: Context, task: Task) -> Screened:
     try:
         arrival, prompt, output, _, _ = request_columns(w, d.arch.max_context, ctx.block_tokens, d.arch.name)
         mine = slice(0, task.screen * task.replicas, task.replicas) if alone else slice(0, task.screen)
-        first = Trace(
-            tuple(arrival[mine].tolist()),
-            tuple(prompt[mine].tolist()),
-            tuple(output[mine].tolist()),
-            "screen",
-        )
+        first = Trace(tuple(arrival[mine]), tuple(prompt[mine]), tuple(output[mine]), "screen")
         n = len(first.arrival_s)
         res = simulate(
             d, replace(w, trace=first, requests=None, duration_s=None), engine=engine(ctx, task),
@@ -302,7 +288,7 @@ def screen(ctx: Context, task: Task) -> Screened:
         return Screened(task.key, 0, None, None, None, 1.0, math.nan, math.nan, 0, one_line(str(exc), 300))
     cols = report.latency_columns(res.reqs, d.ttft_offset_s)
     whole = len(arrival)
-    decoding = int(np.count_nonzero(output > 0))
+    decoding = sum(1 for m in output if m > 0)
     bad = n - ctx.slo.met_count(cols["ttft_s"], cols["tpot_s"], cols["e2e_s"])  # they miss in the run too
     return Screened(
         key=task.key,
@@ -311,8 +297,8 @@ def screen(ctx: Context, task: Task) -> Screened:
         tpot_s=kth_largest(cols["tpot_s"], p99_rank(decoding)) if decoding else None,
         e2e_s=kth_largest(cols["e2e_s"], p99_rank(whole)),
         attainment=(whole - bad) / whole,
-        prompt_tokens_mean=exact_mean(prompt),  # the whole run's, as judge_run's fmean gives them
-        output_tokens_mean=exact_mean(output) + 1,
+        prompt_tokens_mean=mean_tokens(prompt),  # the whole run's, as judge_run's fmean gives them
+        output_tokens_mean=mean_tokens(output) + 1,
         kv_tokens=res.kv.tokens,
     )
 
@@ -331,7 +317,7 @@ def pool_worker(pipe: Any, inbox: Any, outbox: Any) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # forked: not the parent's handler
-    import numpy  # noqa: F401  # a screen's first need: loaded while the prune stage runs
+    import numpy  # noqa: F401  # a long run's need: loaded while the prune stage runs
 
     try:
         ctx = pipe.recv()

@@ -7,16 +7,21 @@ here rather than reaching a reader as something that is not JSON.
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 from typing import Any
 
 from ridgeline import metrics
 from ridgeline._files import dumps
 from ridgeline.errors import RidgelineError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
 
 def check_out_path(path: str) -> None:
     """Before a long run: the file can be made where `--out` says (its folder exists)."""
+    from pathlib import Path
+
     p = Path(path).expanduser()
     try:
         if p.is_dir():
@@ -28,6 +33,8 @@ def check_out_path(path: str) -> None:
 
 
 def write_records(path: str, records: list[dict[str, Any]]) -> None:
+    from pathlib import Path
+
     p = Path(path).expanduser()
     try:
         with p.open("w", encoding="utf-8", newline="") as handle:

@@ -206,7 +206,7 @@ def judge_run(
     reqs = res.reqs
     cols = report.latency_columns(reqs, m.ttft_offset_s)
     pct = {key: metrics.percentiles(cols[key], key) for key in LATENCY}
-    overloaded = report.overloaded(reqs, closed=False)
+    overloaded = report.overloaded(reqs, False, report.queue_growth(reqs))
     good = slo.met_count(cols["ttft_s"], cols["tpot_s"], cols["e2e_s"])
     makespan = max(max(reqs.finish_s), 1e-12)  # from time 0, as simulate's summary counts it
     if attainment is None:

@@ -10,8 +10,11 @@ MBU = bytes / (time x GPUs x bandwidth), with FLOPs and bytes from the core's le
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate, pairwise, repeat
+from operator import add, mul, sub
 from typing import Any
 
 from ridgeline import ledger, metrics
@@ -28,12 +31,8 @@ OVERLOAD_SLOPE = 0.05  # queueing delay growing by 5% of elapsed time: rate >= 1
 
 def make_records(reqs: Requests, ttft_offset_s: float, concurrency: int | None) -> list[dict[str, Any]]:
     """One flat record per request (tokens_source "simulated"), plus its replica."""
-    import numpy as np
-
-    arrival = np.asarray(reqs.arrival_s)
-    ttft = (np.asarray(reqs.first_s) - arrival + ttft_offset_s).tolist()
-    e2e = (np.asarray(reqs.finish_s) - arrival + ttft_offset_s).tolist()
-    queue = (np.asarray(reqs.admit_s) - arrival).tolist()
+    cols = latency_columns(reqs, ttft_offset_s)
+    ttft, e2e, queue = cols["ttft_s"], cols["e2e_s"], cols["queue_s"]
     return [
         metrics.make_record(
             prompt_tokens=reqs.prompt[i],
@@ -53,24 +52,22 @@ def make_records(reqs: Requests, ttft_offset_s: float, concurrency: int | None) 
     ]
 
 
-def latency_columns(reqs: Requests, ttft_offset_s: float) -> dict[str, Any]:
-    """Each request's TTFT, TPOT, E2E and queueing (metrics.LATENCY_KEYS) as arrays, as its
-    record would state them; TPOT is NaN for a one-token answer."""
-    import numpy as np
-
-    arrival = np.asarray(reqs.arrival_s)
-    ttft = np.asarray(reqs.first_s) - arrival + ttft_offset_s
-    e2e = np.asarray(reqs.finish_s) - arrival + ttft_offset_s
-    steps = np.asarray(reqs.output, dtype=np.int64)  # N - 1: the tokens after the first
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tpot = np.where(steps > 0, (e2e - ttft) / steps, np.nan)  # metrics.tpot_s, elementwise
-    return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "queue_s": np.asarray(reqs.admit_s) - arrival}
+def latency_columns(reqs: Requests, ttft_offset_s: float) -> dict[str, list[Any]]:
+    """Each request's TTFT, TPOT, E2E and queueing (metrics.LATENCY_KEYS) as lists, as its
+    record states them; TPOT is None for a one-token answer."""
+    arrival, offset = reqs.arrival_s, repeat(ttft_offset_s)
+    ttft = list(map(add, map(sub, reqs.first_s, arrival), offset))  # (first - arrival) + offset
+    e2e = list(map(add, map(sub, reqs.finish_s, arrival), offset))
+    steps = reqs.output  # N - 1: the tokens after the first; metrics.tpot_s, request by request
+    tpot = [(e - t) / m if m > 0 else None for e, t, m in zip(e2e, ttft, steps, strict=True)]
+    queue = list(map(sub, reqs.admit_s, arrival))
+    return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "queue_s": queue}
 
 
 def summarize_requests(
     reqs: Requests, ttft_offset_s: float, duration_s: float, slo: metrics.Slo | None
 ) -> metrics.Summary:
-    """`summarize(make_records(...))`, to the last digit, from the request arrays: no record
+    """`summarize(make_records(...))`, to the last digit, from the request columns: no record
     is built (they are, lazily, when --out asks for them)."""
     latencies = latency_columns(reqs, ttft_offset_s)
     slo = slo or metrics.Slo()
@@ -89,26 +86,24 @@ def queue_growth(reqs: Requests) -> float:
     """Least-squares slope of queueing delay against arrival time: about 0 in a steady
     state, about rate / capacity - 1 when arrivals outrun the service (request i arrives at
     i / rate and is admitted near i / capacity)."""
-    import numpy as np
-
-    a = np.asarray(reqs.arrival_s)
-    q = np.asarray(reqs.admit_s) - a
-    if len(a) < 3 or float(np.ptp(a)) <= 0:
+    a = reqs.arrival_s
+    n = len(a)
+    if n < 3 or max(a) <= min(a):
         return 0.0
-    a = a - a.mean()
-    return float(np.dot(a, q - q.mean()) / np.dot(a, a))
+    q = list(map(sub, reqs.admit_s, a))
+    da = list(map(sub, a, repeat(math.fsum(a) / n)))
+    dq = map(sub, q, repeat(math.fsum(q) / n))
+    return math.fsum(map(mul, da, dq)) / math.fsum(map(mul, da, da))
 
 
-def overloaded(reqs: Requests, closed: bool) -> bool:
-    """Arrivals outrun the service: the queueing delay keeps growing through the run, by more
-    than OVERLOAD_SLOPE of the elapsed time and by more than a second in all."""
+def overloaded(reqs: Requests, closed: bool, growth: float) -> bool:
+    """Arrivals outrun the service: the queueing delay keeps growing through the run (its
+    `queue_growth`), by more than OVERLOAD_SLOPE of the elapsed time and by more than a
+    second in all."""
     if closed or len(reqs) < 3:
         return False
-    import numpy as np
-
-    slope = queue_growth(reqs)
-    span = float(np.ptp(np.asarray(reqs.arrival_s)))
-    return slope > OVERLOAD_SLOPE and slope * span > 1.0
+    span = max(reqs.arrival_s) - min(reqs.arrival_s)
+    return growth > OVERLOAD_SLOPE and growth * span > 1.0
 
 
 def offered_rate(workload: Workload, reqs: Requests) -> float | None:
@@ -166,87 +161,184 @@ class Utilisation:
     timeseries: dict[str, list[float]]
 
 
-def utilisation(engines: Sequence[Engine], m: Deployment, makespan_s: float, bins: int = 60) -> Utilisation:
-    """Batch, queue, KV utilisation, MFU and MBU: over the run, and over time in `bins`."""
-    import numpy as np
+NUMPY_ROWS = 20_000  # step rows above which the over-time sums load numpy (about 50 ms) to save time
 
+
+def utilisation(engines: Sequence[Engine], m: Deployment, makespan_s: float, bins: int = 60) -> Utilisation:
+    """Batch, queue, KV utilisation, MFU and MBU: over the run, and over time in `bins`.
+    Each step row's amounts (its time, batch x time, ..., its FLOPs and bytes from the
+    core's ledger) are spread evenly over the row's span and summed per bin. A short run
+    does this row by row in plain Python; past NUMPY_ROWS rows, on numpy's arrays."""
     gpus = m.par.gpus
     span = max(makespan_s, 1e-12)
-    edges = np.linspace(0.0, span, bins + 1)
-    acc = {k: np.zeros(bins) for k in ("busy", "batch", "waiting", "kv", "flops", "bytes")}
+    edges = [span * i / bins for i in range(bins)] + [span]
+    acc = {k: [0.0] * bins for k in AMOUNTS}
     steps = iterations = 0
     batch_max = 0
     kv_peak = 0.0
+    rows = sum(len(e.trace.t_s) for e in engines)
     for e in engines:
-        tr = e.trace
-        if not len(tr.t_s):
+        if not len(e.trace.t_s):
             continue
-        t = np.frombuffer(tr.t_s, dtype=float)
-        dt = np.frombuffer(tr.dt_s, dtype=float)
-        k = np.frombuffer(tr.steps, dtype=np.int64).astype(float)
-        tokens = np.frombuffer(tr.tokens, dtype=np.int64).astype(float)
-        running = np.frombuffer(tr.running, dtype=np.int64).astype(float)
-        waiting = np.frombuffer(tr.waiting, dtype=np.int64).astype(float)
-        kv = np.frombuffer(tr.used_blocks, dtype=np.int64) / e.blocks
-        layers = e.model.layers
-        work = ledger.work_from_totals(
-            m.arch,
-            m.prec,
-            tokens,
-            [(n, np.frombuffer(p, dtype=float)) for n, p in zip(layers, tr.pairs, strict=True)],
-            [(n, np.frombuffer(c, dtype=float)) for n, c in zip(layers, tr.cached, strict=True)],
-        )
-        for key, values in (
-            ("busy", dt),
-            ("batch", running * dt),
-            ("waiting", waiting * dt),
-            ("kv", kv * dt),
-            ("flops", k * work.flops),
-            ("bytes", k * work.bytes),
-        ):
-            acc[key] += binned(t, dt, values, edges)
-        steps += int(k.sum())
-        iterations += len(k)
-        batch_max = max(batch_max, int(running.max()))
-        kv_peak = max(kv_peak, float(kv.max()))
-    width = np.diff(edges) * len(engines)
-    busy = float(acc["busy"].sum())
+        if rows > NUMPY_ROWS:
+            cols = _amounts_numpy(e, m)
+            sums = binned_numpy(cols.t, cols.dt, cols.amounts, edges)
+        else:
+            cols = _amounts(e, m)
+            sums = binned(cols.t, cols.dt, cols.amounts, edges)
+        for key, per_bin in zip(AMOUNTS, sums, strict=True):
+            acc[key] = [x + y for x, y in zip(acc[key], per_bin, strict=True)]
+        steps += cols.steps
+        iterations += len(cols.t)
+        batch_max = max(batch_max, cols.batch_max)
+        kv_peak = max(kv_peak, cols.kv_peak)
+    width = [(hi - lo) * len(engines) for lo, hi in pairwise(edges)]
+    total = {key: math.fsum(values) for key, values in acc.items()}
+    busy, run_s = total["busy"], span * len(engines)
     peak = m.peak_flops * gpus
     bandwidth = m.hw.bandwidth_bytes_per_s * gpus
+
+    def per_width(key: str, scale: float = 1.0) -> list[float]:
+        return [x / (w * scale) for x, w in zip(acc[key], width, strict=True)]
+
     return Utilisation(
         steps=steps,
         iterations=iterations,
-        busy_fraction=busy / (span * len(engines)),
-        mean_batch=float(acc["batch"].sum()) / busy if busy else 0.0,
+        busy_fraction=busy / run_s,
+        mean_batch=total["batch"] / busy if busy else 0.0,
         max_batch=batch_max,
-        mean_waiting=float(acc["waiting"].sum()) / (span * len(engines)),
-        kv_utilisation_mean=float(acc["kv"].sum()) / (span * len(engines)),
+        mean_waiting=total["waiting"] / run_s,
+        kv_utilisation_mean=total["kv"] / run_s,
         kv_utilisation_peak=kv_peak,
-        mfu=float(acc["flops"].sum()) / (span * len(engines) * peak),
-        mbu=float(acc["bytes"].sum()) / (span * len(engines) * bandwidth),
+        mfu=total["flops"] / (run_s * peak),
+        mbu=total["bytes"] / (run_s * bandwidth),
         timeseries={
-            "t_s": edges[:-1].tolist(),
-            "busy": (acc["busy"] / width).tolist(),
+            "t_s": edges[:-1],
+            "busy": per_width("busy"),
             "batch": _ratio(acc["batch"], acc["busy"]),
-            "waiting": (acc["waiting"] / width).tolist(),
-            "kv_utilisation": (acc["kv"] / width).tolist(),
-            "mfu": (acc["flops"] / (width * peak)).tolist(),
-            "mbu": (acc["bytes"] / (width * bandwidth)).tolist(),
+            "waiting": per_width("waiting"),
+            "kv_utilisation": per_width("kv"),
+            "mfu": per_width("flops", peak),
+            "mbu": per_width("bytes", bandwidth),
         },
     )
 
 
-def binned(t: Any, dt: Any, amounts: Any, edges: Any) -> Any:
-    """Each row's amount spread evenly over its span [t, t + dt), summed per bin: the
-    cumulative amount is piecewise linear in time, so read it at the edges and difference."""
+AMOUNTS = ("busy", "batch", "waiting", "kv", "flops", "bytes")
+
+
+@dataclass
+class _Rows:
+    """One engine's step rows: when each began, how long it took, and its AMOUNTS."""
+
+    t: Any
+    dt: Any
+    amounts: list[Any]
+    steps: int
+    batch_max: int
+    kv_peak: float
+
+
+def _amounts(e: Engine, m: Deployment) -> _Rows:
+    """The rows' amounts, row by row."""
+    tr = e.trace
+    t, dt, k = tr.t_s.tolist(), tr.dt_s.tolist(), tr.steps.tolist()
+    running, waiting, used = tr.running.tolist(), tr.waiting.tolist(), tr.used_blocks.tolist()
+    layers = e.model.layers
+    pairs = list(zip(*(g.tolist() for g in tr.pairs), strict=True))
+    cached = list(zip(*(g.tolist() for g in tr.cached), strict=True))
+    work = [
+        ledger.work_from_totals(
+            m.arch, m.prec, float(n), list(zip(layers, p, strict=True)), list(zip(layers, c, strict=True))
+        )
+        for n, p, c in zip(tr.tokens.tolist(), pairs, cached, strict=True)
+    ]
+    kv = [u / e.blocks for u in used]
+    return _Rows(
+        t,
+        dt,
+        [
+            dt,
+            [r * d for r, d in zip(running, dt, strict=True)],
+            [w * d for w, d in zip(waiting, dt, strict=True)],
+            [x * d for x, d in zip(kv, dt, strict=True)],
+            [j * w.flops for j, w in zip(k, work, strict=True)],
+            [j * w.bytes for j, w in zip(k, work, strict=True)],
+        ],
+        sum(k),
+        max(running),
+        max(kv),
+    )
+
+
+def _amounts_numpy(e: Engine, m: Deployment) -> _Rows:
+    """The rows' amounts, as numpy arrays: the same arithmetic, element by element."""
     import numpy as np
 
-    end = np.cumsum(amounts)
+    tr = e.trace
+    dt = np.frombuffer(tr.dt_s, dtype=float)
+    k = np.frombuffer(tr.steps, dtype=np.int64).astype(float)
+    running = np.frombuffer(tr.running, dtype=np.int64).astype(float)
+    waiting = np.frombuffer(tr.waiting, dtype=np.int64).astype(float)
+    kv = np.frombuffer(tr.used_blocks, dtype=np.int64) / e.blocks
+    layers = e.model.layers
+    work = ledger.work_from_totals(
+        m.arch,
+        m.prec,
+        np.frombuffer(tr.tokens, dtype=np.int64).astype(float),
+        [(n, np.frombuffer(p, dtype=float)) for n, p in zip(layers, tr.pairs, strict=True)],
+        [(n, np.frombuffer(c, dtype=float)) for n, c in zip(layers, tr.cached, strict=True)],
+    )
+    return _Rows(
+        np.frombuffer(tr.t_s, dtype=float),
+        dt,
+        [dt, running * dt, waiting * dt, kv * dt, k * work.flops, k * work.bytes],
+        int(k.sum()),
+        int(running.max()),
+        float(kv.max()),
+    )
+
+
+def binned(
+    t: list[float], dt: list[float], amounts: list[list[float]], edges: list[float]
+) -> list[list[float]]:
+    """Each row's amount spread evenly over its span [t, t + dt), summed per bin: the
+    cumulative amount is piecewise linear in time, so read it at the edges and difference."""
+    x = [v for start, d in zip(t, dt, strict=True) for v in (start, start + d)]
+    out = []
+    for a in amounts:
+        end = list(accumulate(a))
+        y = [v for e, v in zip(end, a, strict=True) for v in (e - v, e)]
+        at = [_interp(edge, x, y) for edge in edges]
+        out.append([hi - lo for lo, hi in pairwise(at)])
+    return out
+
+
+def _interp(at: float, x: list[float], y: list[float]) -> float:
+    """np.interp at one point of a piecewise linear function (x ascending): y held flat
+    beyond the ends, and y itself where `at` is a knot."""
+    j = bisect_right(x, at) - 1  # the last knot at or before `at`
+    if j < 0:
+        return y[0]
+    if x[j] == at or j == len(x) - 1:
+        return y[j]
+    slope = (y[j + 1] - y[j]) / (x[j + 1] - x[j])
+    return slope * (at - x[j]) + y[j]
+
+
+def binned_numpy(t: Any, dt: Any, amounts: list[Any], edges: list[float]) -> list[list[float]]:
+    """`binned` on numpy's arrays."""
+    import numpy as np
+
     x = np.empty(2 * len(t))
-    y = np.empty(2 * len(t))
     x[0::2], x[1::2] = t, t + dt
-    y[0::2], y[1::2] = end - amounts, end
-    return np.diff(np.interp(edges, x, y))
+    out = []
+    for a in amounts:
+        end = np.cumsum(a)
+        y = np.empty(2 * len(t))
+        y[0::2], y[1::2] = end - a, end
+        out.append(np.diff(np.interp(edges, x, y)).tolist())
+    return out
 
 
 def _ratio(num: Any, den: Any) -> list[float]:

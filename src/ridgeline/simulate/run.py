@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -250,19 +249,20 @@ def summarize_run(
     makespan = max(reqs.finish_s) if len(reqs) else 0.0
     shared = report.summarize_requests(reqs, m.ttft_offset_s, makespan, slo)
     offered = report.offered_rate(workload, reqs)
-    overloaded = report.overloaded(reqs, workload.closed)
+    growth = report.queue_growth(reqs)
+    overloaded = report.overloaded(reqs, workload.closed, growth)
     notes = warnings(shared, overloaded, offered)
     if len(reqs):
         rate = offered if offered is not None else shared.requests_per_s
-        streamed = statistics.fmean(reqs.output) + 1  # tokens emitted: M + 1
-        server = report.server_warning(m, statistics.fmean(reqs.prompt), streamed, rate, replicas)
+        streamed = mean_tokens(reqs.output) + 1  # tokens emitted: M + 1
+        server = report.server_warning(m, mean_tokens(reqs.prompt), streamed, rate, replicas)
         notes = notes if server is None else (server, *notes)
     summary = Summary(
         **{f.name: getattr(shared, f.name) for f in fields(shared)},
         input_tokens_per_s=sum(reqs.prompt) / max(makespan, 1e-12),
         offered_rate_per_s=offered,
         overloaded=overloaded,
-        queue_growth=report.queue_growth(reqs),
+        queue_growth=growth,
         slo=slo_verdict(shared, slo),
         utilisation=report.utilisation(engines, m, makespan),
         deployment={
@@ -300,11 +300,17 @@ def summarize_run(
     return Result(m, kv, reqs, engines, summary, workload.concurrency)
 
 
+def mean_tokens(counts: list[int]) -> float:
+    """The mean of token counts as statistics.fmean gives it: their exact sum, rounded once
+    on division, without importing the statistics module."""
+    return sum(counts) / len(counts)
+
+
 def _lengths(drawn: Lengths, replayed: list[int], trace: bool) -> dict[str, Any]:
     """A workload's lengths as its summary reports them: the distribution drawn from, or for a
     trace its replayed requests' mean (output lengths, as everywhere, in decode steps)."""
     if trace:
-        return {"kind": "trace", "mean": round(statistics.fmean(replayed)), "spread": 0.0, "values": 0}
+        return {"kind": "trace", "mean": round(mean_tokens(replayed)), "spread": 0.0, "values": 0}
     return asdict(drawn) | {"values": len(drawn.values)}
 
 

@@ -24,6 +24,7 @@ step through the core.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 from ridgeline import step
@@ -32,6 +33,7 @@ from ridgeline.roofline import StepTime
 
 PROBE = float(1 << 30)  # pairs / tokens used to read a slope off the core without rounding loss
 FILL = 64  # token counts priced together, in one call of the core on an array of them
+ONE_BY_ONE = 2048  # token counts priced one at a time before the fills begin (and numpy loads)
 
 
 class StepModel:
@@ -46,10 +48,13 @@ class StepModel:
         self.by_tokens: dict[int, tuple[float, float, float]] = {}
         # the core's own compute_s, weight_s and overhead_s of each step in by_tokens
         self.parts_at: dict[int, tuple[float, float, float]] = {}
-        # The memos are filled FILL token counts at a time, by one call of the core on an array
-        # of them: the lesson's method takes arrays, and its arithmetic on an array is the
-        # same IEEE arithmetic as on each number alone, to the bit. Not for a MoE: the share of
-        # experts a step touches is a power, which numpy may round otherwise than Python does.
+        # Once ONE_BY_ONE token counts are priced, or once numpy is loaded anyway, the memos
+        # are filled FILL token counts at a time, by one call of the core on an array of them:
+        # the lesson's method takes arrays, and its arithmetic on an array is the same IEEE
+        # arithmetic as on each number alone, to the bit, so which way a count is priced
+        # changes no number. A short run prices its few counts alone and never waits for
+        # numpy's import. Not for a MoE: the share of experts a step touches is a power, which
+        # numpy may round otherwise than Python does.
         self.fills = m.method == "lesson" and not m.arch.experts
         zeros = [0.0] * len(self.groups)
         base = self.core(1, zeros, zeros)
@@ -99,7 +104,7 @@ class StepModel:
 
     def block(self, tokens: int) -> list[int]:
         """The token counts to price with `tokens`: its FILL-aligned block (from 1), or itself."""
-        if not self.fills or tokens < 1:
+        if not self.fills or tokens < 1 or (len(self.by_tokens) < ONE_BY_ONE and not numpy_loaded()):
             return [tokens]
         first = max(1, tokens - tokens % FILL)
         return list(range(first, tokens - tokens % FILL + FILL))
@@ -113,8 +118,8 @@ class StepModel:
         found = self.by_sampled.get(tokens)
         if found is None:
             zeros = [0.0] * len(self.groups)
-            self.at_tokens(tokens)  # its block too
-            counts = self.block(tokens)
+            self.at_tokens(tokens)  # its block too, or itself alone
+            counts = [t for t in self.block(tokens) if t in self.parts_at]
             t = _tokens(counts)
             one = self.core(t, zeros, zeros, t + 1.0)
             more = self.core(t, zeros, zeros, t + 1.0 + PROBE)
@@ -189,6 +194,11 @@ class StepModel:
         got = (c, mem, max(c, mem) + f0 + more_f)
         want = (*lines, float(direct.time_s))
         return all(math.isclose(x, y, rel_tol=1e-12, abs_tol=0.0) for x, y in zip(got, want, strict=True))
+
+
+def numpy_loaded() -> bool:
+    """Whether this process has imported numpy already (then an array costs nothing more)."""
+    return "numpy" in sys.modules
 
 
 def _tokens(counts: list[int]) -> Any:

@@ -27,17 +27,23 @@ import contextlib
 import csv
 import json
 import math
+import random
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
-from pathlib import Path
+from itertools import accumulate
+from operator import add
 from typing import Any
 
 from ridgeline._files import loads_json
 from ridgeline.checks import MAX_TOKENS, check_number, check_positive, check_size
 from ridgeline.errors import RidgelineError
 from ridgeline.simulate.requests import Requests
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 ARRIVALS = ("poisson", "gamma", "constant")
 LENGTHS = ("fixed", "uniform", "lognormal", "file")
@@ -93,12 +99,6 @@ class Lengths:
     def __post_init__(self) -> None:
         check_lengths(self.kind, self.mean, self.spread, self.values, "lengths")
 
-    @cached_property
-    def _values_array(self) -> Any:
-        import numpy as np
-
-        return np.asarray(self.values, dtype=float)
-
     def upper(self) -> int | None:
         """The longest length it draws (None for lognormal, which has no longest)."""
         if self.kind == "fixed":
@@ -109,21 +109,28 @@ class Lengths:
             return max(self.values)
         return None
 
-    def sample(self, n: int, rng: Any) -> Any:
-        """n integer lengths (a numpy array), at least 1 (and at most MAX_TOKENS, so that a
-        far lognormal tail cannot overflow the integers; the context clips it later)."""
-        import numpy as np
-
+    def sample(self, n: int, rng: random.Random) -> list[int]:
+        """n integer lengths, at least 1 (and at most MAX_TOKENS, so that a far lognormal
+        tail stays a sane integer; the context clips it later), rounded half to even."""
         if self.kind == "fixed":
-            x = np.full(n, float(self.mean))
-        elif self.kind == "uniform":
-            x = rng.uniform(self.mean * (1 - self.spread), self.mean * (1 + self.spread), n)
-        elif self.kind == "lognormal":
-            mu = math.log(self.mean) - self.spread**2 / 2
-            x = rng.lognormal(mu, self.spread, n)
+            return [self.mean] * n
+        if self.kind == "file":
+            return rng.choices(self.values, k=n)
+        if self.kind == "uniform":  # a value of 0 (round of under 0.5) becomes 1
+            lo, width, draw = self.mean * (1 - self.spread), 2 * self.mean * self.spread, rng.random
+            x = [round(lo + width * draw()) or 1 for _ in range(n)]
         else:
-            x = self._values_array[rng.integers(0, len(self.values), n)]
-        return np.clip(np.rint(x), 1, MAX_TOKENS).astype(np.int64)
+            mu, gauss, exp = math.log(self.mean) - self.spread**2 / 2, rng.gauss, math.exp
+            x = [round(exp(gauss(mu, self.spread))) or 1 for _ in range(n)]
+        return x if max(x, default=0) <= MAX_TOKENS else [min(v, MAX_TOKENS) for v in x]
+
+
+def stream(seed: int, name: str) -> random.Random:
+    """One seeded stream per kind of draw (arrivals, prompt lengths, output lengths), so each
+    is the same whatever the others draw: the same seed gives the same lengths at any rate
+    and the same arrivals for any lengths. Python's Mersenne Twister, as `measure` draws with:
+    a short run loads no numpy."""
+    return random.Random(f"{seed}/{name}")
 
 
 def parse_lengths(spec: str, mean: int, flag: str) -> Lengths:
@@ -162,6 +169,8 @@ def parse_lengths(spec: str, mean: int, flag: str) -> Lengths:
 def text_lines(path: str | Path, flag: str) -> Iterator[tuple[int, str]]:
     """A user's text file, one (line number, line) at a time: UTF-8, each line at most
     MAX_LINE_BYTES and the whole at most MAX_FILE_BYTES, or one line saying which is wrong."""
+    from pathlib import Path
+
     p = Path(path).expanduser()
     try:
         if p.is_dir():
@@ -219,6 +228,8 @@ def whole_number(value: Any, text: bool) -> int | None:
 
 def read_lengths(path: str, flag: str) -> tuple[int, ...]:
     """One whole number a line (`#` starts a comment), from 1 to MAX_TOKENS."""
+    from pathlib import Path
+
     values: list[int] = []
     p = Path(path).expanduser()
     for number, line in text_lines(p, flag):
@@ -293,6 +304,8 @@ def read_trace(path: str, flag: str = "--trace") -> Trace:
     Every row has the time column of the first; rows may come in any order (a records file
     is written as requests finish) and are replayed in arrival order. Rows that carry an
     `error` (failed requests in a records file) are skipped."""
+    from pathlib import Path
+
     import numpy as np
 
     p = Path(path).expanduser()
@@ -528,54 +541,48 @@ def check_context(w: Workload, max_context: int, model: str) -> None:
         )
 
 
-def _check_trace_context(trace: Trace, prompt: Any, output: Any, max_context: int, model: str) -> None:
-    import numpy as np
-
-    bad = np.flatnonzero((prompt > max_context - 1) | (prompt + output > max_context))
-    if len(bad):
-        i = int(bad[0])
-        p, m = int(prompt[i]), int(output[i])
-        raise RidgelineError(
-            f"{trace.source or 'the trace'}: the request arriving at {trace.arrival_s[i]:g} s has "
-            f"{p:,} prompt and {m + 1:,} output tokens, a context of {p + m:,}, beyond {model}'s "
-            f"{max_context:,}: replay it on a model with a longer context"
-        )
+def _check_trace_context(
+    trace: Trace, prompt: list[int], output: list[int], max_context: int, model: str
+) -> None:
+    for i, (p, m) in enumerate(zip(prompt, output, strict=True)):
+        if p > max_context - 1 or p + m > max_context:
+            raise RidgelineError(
+                f"{trace.source or 'the trace'}: the request arriving at {trace.arrival_s[i]:g} s has "
+                f"{p:,} prompt and {m + 1:,} output tokens, a context of {p + m:,}, beyond {model}'s "
+                f"{max_context:,}: replay it on a model with a longer context"
+            )
 
 
-def gaps(w: Workload, n: int, rng: Any) -> Any:
-    """n gaps between arrivals, mean 1/rate."""
-    import numpy as np
-
+def gaps(w: Workload, n: int, rng: random.Random) -> list[float]:
+    """n gaps between arrivals, mean 1/rate: exponential (Poisson arrivals), gamma with shape
+    k and scale 1 / (k x rate), or constant."""
     rate = float(w.rate_per_s or 1.0)
     if w.arrival == "constant":
-        return np.full(n, 1.0 / rate)
+        return [1.0 / rate] * n
     if w.arrival == "gamma":
-        return rng.gamma(w.burstiness, 1.0 / (rate * w.burstiness), n)
-    return rng.exponential(1.0 / rate, n)
+        gamma, k = rng.gammavariate, w.burstiness
+        return [gamma(k, 1.0 / (rate * k)) for _ in range(n)]
+    log, draw = math.log, rng.random  # rng.expovariate(rate), written out: the same numbers, sooner
+    return [-log(1.0 - draw()) / rate for _ in range(n)]
 
 
-def open_arrivals(w: Workload, rng: Any) -> Any:
+def open_arrivals(w: Workload, rng: random.Random) -> list[float]:
     """Arrival times of an open-loop run: `requests` of them, or all before `duration_s`."""
-    import numpy as np
-
     if w.requests is not None:
-        t = np.cumsum(gaps(w, w.requests, rng))
-        return t - t[0] if w.arrival == "constant" else t
+        t = list(accumulate(gaps(w, w.requests, rng)))
+        return [x - t[0] for x in t] if w.arrival == "constant" else t
     assert w.duration_s is not None
     rate = float(w.rate_per_s or 1.0)
-    chunks, last, total = [], 0.0, 0
+    t, last = [], 0.0
     while last < w.duration_s:
         n = int(rate * (w.duration_s - last) * 1.1) + 64
-        total += n
-        if total > 2 * MAX_REQUESTS + 64_000:  # a bound on the loop; the check below says why
+        if len(t) + n > 2 * MAX_REQUESTS + 64_000:  # a bound on the loop; the check below says why
             break
-        t = last + np.cumsum(gaps(w, n, rng))
-        chunks.append(t)
-        last = float(t[-1])
-    t = np.concatenate(chunks)
+        t += list(accumulate(gaps(w, n, rng), initial=last))[1:]
+        last = t[-1]
     if w.arrival == "constant":
-        t = t - t[0]
-    t = t[t < w.duration_s]
+        t = [x - t[0] for x in t]
+    t = t[: bisect_left(t, w.duration_s)]
     if len(t) > MAX_REQUESTS or last < w.duration_s:
         raise RidgelineError(
             f"more than {MAX_REQUESTS:,} requests arrive within --duration {w.duration_s:g} s at --rate "
@@ -584,25 +591,33 @@ def open_arrivals(w: Workload, rng: Any) -> Any:
     return t
 
 
-def cached_prefix(w: Workload, prompt: Any, block_tokens: int) -> tuple[Any, Any]:
+def cached_prefix(w: Workload, prompt: list[int], block_tokens: int) -> tuple[list[int], list[int]]:
     """Per request, prompt tokens found in the prefix cache (whole blocks, and never the last
     token, which is always computed), and how many of them sit in shared blocks."""
-    import numpy as np
-
-    last_block = (prompt - 1) // block_tokens * block_tokens  # whole blocks before the last token
+    b = block_tokens
     if w.shared_prefix_tokens:
-        shared = np.minimum(w.shared_prefix_tokens // block_tokens * block_tokens, last_block)
+        most = w.shared_prefix_tokens // b * b
+        shared = [min(most, (p - 1) // b * b) for p in prompt]
         return shared, shared
-    hit = np.minimum((w.prefix_hit_rate * prompt).astype(np.int64) // block_tokens * block_tokens, last_block)
-    return hit, np.zeros_like(hit)
+    rate = w.prefix_hit_rate
+    if not rate:
+        return [0] * len(prompt), [0] * len(prompt)
+    return [min(int(rate * p) // b * b, (p - 1) // b * b) for p in prompt], [0] * len(prompt)
 
 
-def clip_lengths(prompt: Any, output: Any, max_context: int, min_output: int = 1) -> tuple[Any, Any]:
+def clip_lengths(
+    prompt: list[int], output: list[int], max_context: int, min_output: int = 1
+) -> tuple[list[int], list[int]]:
     """Prompt in [1, max_context - 1]; prompt + output within the model's context."""
-    import numpy as np
-
-    prompt = np.clip(prompt, 1, max_context - 1)
-    output = np.clip(output, min_output, max_context - prompt)
+    if not prompt or (
+        min(prompt) >= 1
+        and max(prompt) <= max_context - 1
+        and min(output) >= min_output
+        and max(map(add, prompt, output)) <= max_context
+    ):
+        return prompt, output  # the usual case, checked at C speed
+    prompt = [min(max(p, 1), max_context - 1) for p in prompt]
+    output = [min(max(m, min_output), max_context - p) for p, m in zip(prompt, output, strict=True)]
     return prompt, output
 
 
@@ -611,7 +626,7 @@ def make_requests(w: Workload, max_context: int, block_tokens: int, model: str =
     of each closed-loop client, all at time 0."""
     arrival, prompt, output, hit, shared = request_columns(w, max_context, block_tokens, model)
     reqs = Requests()
-    reqs.extend(arrival.tolist(), prompt.tolist(), output.tolist(), hit.tolist(), shared.tolist())
+    reqs.extend(arrival, prompt, output, hit, shared)
     if w.closed:
         reqs.client = list(range(len(arrival)))
     return reqs
@@ -619,38 +634,35 @@ def make_requests(w: Workload, max_context: int, block_tokens: int, model: str =
 
 def request_columns(
     w: Workload, max_context: int, block_tokens: int, model: str = "the model"
-) -> tuple[Any, ...]:
+) -> tuple[list[float], list[int], list[int], list[int], list[int]]:
     """make_requests' arrivals, prompt and output lengths, prefix hits and shared tokens, as
-    arrays (a caller that only reads them skips the per-request state)."""
-    import numpy as np
-
+    lists (a caller that only reads them skips the per-request state)."""
     w.check()
     check_context(w, max_context, model)
-    rng = np.random.default_rng(w.seed)
     if w.trace is not None:
         n = len(w.trace.arrival_s) if w.requests is None else min(w.requests, len(w.trace.arrival_s))
         if w.duration_s is not None:
             n = min(n, sum(1 for t in w.trace.arrival_s if t < w.duration_s))
             if n == 0:
                 raise RidgelineError(f"no request of the trace arrives within --duration {w.duration_s:g} s")
-        arrival = np.asarray(w.trace.arrival_s[:n], dtype=float)
-        prompt = np.asarray(w.trace.prompt[:n], dtype=np.int64)
-        output = np.asarray(w.trace.output[:n], dtype=np.int64)
+        arrival = list(w.trace.arrival_s[:n])
+        prompt, output = list(w.trace.prompt[:n]), list(w.trace.output[:n])
         _check_trace_context(w.trace, prompt, output, max_context, model)
     else:
         if w.closed:
             assert w.concurrency is not None
             n = w.concurrency if w.requests is None else min(w.concurrency, w.requests)
-            arrival = np.zeros(n)
+            arrival = [0.0] * n
         else:
-            arrival = open_arrivals(w, rng)
+            arrival = open_arrivals(w, stream(w.seed, "arrivals"))
             n = len(arrival)
             if n == 0:
                 raise RidgelineError(
                     f"no request arrives within --duration {w.duration_s:g} s at --rate {w.rate_per_s:g}/s; "
                     "lengthen the run"
                 )
-        prompt, output = clip_lengths(w.prompt.sample(n, rng), w.output.sample(n, rng), max_context)
+        prompt = w.prompt.sample(n, stream(w.seed, "prompt"))
+        prompt, output = clip_lengths(prompt, w.output.sample(n, stream(w.seed, "output")), max_context)
     hit, shared = cached_prefix(w, prompt, block_tokens)
     return arrival, prompt, output, hit, shared
 
@@ -661,22 +673,20 @@ class ClosedLoop:
     (and never more than MAX_REQUESTS, nor after MAX_SPAN_S)."""
 
     def __init__(self, w: Workload, reqs: Requests, max_context: int, block_tokens: int) -> None:
-        import numpy as np
-
         self.w = w
         self.reqs = reqs
         self.max_context = max_context
         self.block_tokens = block_tokens
-        self.rng = np.random.default_rng([w.seed, 1])
+        self.prompts, self.outputs = stream(w.seed, "follow-up prompt"), stream(w.seed, "follow-up output")
         self.pool: list[tuple[int, int, int, int]] = []
 
     def _refill(self) -> None:
         n = 4096
         prompt, output = clip_lengths(
-            self.w.prompt.sample(n, self.rng), self.w.output.sample(n, self.rng), self.max_context
+            self.w.prompt.sample(n, self.prompts), self.w.output.sample(n, self.outputs), self.max_context
         )
         hit, shared = cached_prefix(self.w, prompt, self.block_tokens)
-        self.pool = list(zip(prompt.tolist(), output.tolist(), hit.tolist(), shared.tolist(), strict=True))
+        self.pool = list(zip(prompt, output, hit, shared, strict=True))
         self.pool.reverse()
 
     def follow_up(self, done: int, finish_s: float) -> int | None:
