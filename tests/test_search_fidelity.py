@@ -156,6 +156,7 @@ def test_a_p99_lies_between_the_kth_and_the_next_largest() -> None:
         assert kth_largest(x, k) == top[k - 1] <= p99
         assert k == 1 or p99 <= top[k - 2]
     assert kth_largest(np.array([1.0, np.nan, 3.0]), 3) is None  # too few values to say
+    assert kth_largest([2.0, None, 5.0, 1.0], 2) == 2.0 and kth_largest([None, 4.0], 2) is None  # a column
 
 
 def test_the_windows_grow_to_a_constant() -> None:
