@@ -220,8 +220,9 @@ def test_a_search_resumed_anywhere_gives_the_rows_of_one_never_stopped(
 
 
 def test_a_screens_token_means_are_the_whole_runs_to_the_bit() -> None:
-    """A point's cost divides by its run's token means, so a screen's (an exact integer sum,
-    divided once) must equal judge_run's statistics.fmean to the last bit."""
+    """A point's cost divides by its run's token means, so the one mean of token counts that
+    a screen and judge_run both take (an exact integer sum, divided once) must equal
+    statistics.fmean to the last bit."""
     import statistics
 
     rng = np.random.default_rng(3)

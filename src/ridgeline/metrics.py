@@ -208,8 +208,8 @@ def percentiles(values: Iterable[float | None], name: str = "value") -> Percenti
 
 
 def percentiles_of(columns: dict[str, Any]) -> dict[str, Percentiles]:
-    """`percentiles` of each column: one partition of a column reads its percentiles and
-    the two order statistics of its p99's interval."""
+    """`percentiles` of each column: one sort (or, for a long column, one partition) reads
+    its percentiles and the two order statistics of its p99's interval."""
     out: dict[str, Percentiles] = {}
     for name, values in columns.items():
         x = _samples(values)

@@ -297,7 +297,7 @@ def screen(ctx: Context, task: Task) -> Screened:
         tpot_s=kth_largest(cols["tpot_s"], p99_rank(decoding)) if decoding else None,
         e2e_s=kth_largest(cols["e2e_s"], p99_rank(whole)),
         attainment=(whole - bad) / whole,
-        prompt_tokens_mean=mean_tokens(prompt),  # the whole run's, as judge_run's fmean gives them
+        prompt_tokens_mean=mean_tokens(prompt),  # the whole run's, as judge_run takes them
         output_tokens_mean=mean_tokens(output) + 1,
         kv_tokens=res.kv.tokens,
     )

@@ -36,7 +36,7 @@ from ridgeline.simulate import report
 from ridgeline.simulate.engine import EngineConfig
 from ridgeline.simulate.kvcache import kv_cache
 from ridgeline.simulate.run import Result as SimResult
-from ridgeline.simulate.run import check_slo, simulate
+from ridgeline.simulate.run import check_slo, mean_tokens, simulate
 from ridgeline.simulate.workload import MAX_RATE_PER_S, MAX_SEED, MAX_SPAN_S, Workload, check_context
 
 TOLERANCE = 1.01  # bisection stops when hi / lo is below this
@@ -228,8 +228,8 @@ def judge_run(
         slo_attainment=good / len(reqs),
         throughput_tokens_per_s=(sum(reqs.output) + len(reqs)) / makespan,
         makespan_s=makespan,
-        prompt_tokens_mean=statistics.fmean(reqs.prompt),
-        output_tokens_mean=statistics.fmean(reqs.output) + 1,
+        prompt_tokens_mean=mean_tokens(reqs.prompt),
+        output_tokens_mean=mean_tokens(reqs.output) + 1,
         kv_tokens=res.kv.tokens,
     )
 
@@ -407,8 +407,8 @@ def capacity(
     trials += confirm
     s = res.summary
     assert s is not None  # simulate() summarizes unless told not to
-    prompt_mean = statistics.fmean(res.reqs.prompt)
-    output_mean = statistics.fmean(res.reqs.output) + 1  # tokens emitted: M + 1
+    prompt_mean = mean_tokens(res.reqs.prompt)
+    output_mean = mean_tokens(res.reqs.output) + 1  # tokens emitted: M + 1
     fleet_rate = best if target_rate_per_s is None else target_rate_per_s
     replicas = replicas_for(fleet_rate, best)
     gpus = replicas * m.par.gpus

@@ -308,7 +308,7 @@ def binned(
     out = []
     for a in amounts:
         end = list(accumulate(a))
-        y = [v for e, v in zip(end, a, strict=True) for v in (e - v, e)]
+        y = [v for done, amount in zip(end, a, strict=True) for v in (done - amount, done)]
         at = [_interp(edge, x, y) for edge in edges]
         out.append([hi - lo for lo, hi in pairwise(at)])
     return out
