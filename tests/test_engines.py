@@ -441,29 +441,104 @@ def test_a_run_offered_more_than_its_api_server_passes_on_says_so() -> None:
     assert warnings(1.25 * capacity, engine=False) == ()  # no profile, no server costs
 
 
-def test_attention_with_sinks_runs_at_its_own_share(
+A100_SXM_BF16_MATMUL = 312e12 * 0.8692  # data sheet, dense bf16, x the MAMF share (271.2 TFLOP/s)
+
+
+def test_attention_with_sinks_runs_at_its_own_share_before_hopper(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """gpt-oss has attention sinks, which an engine may run through other kernels than its
-    usual ones: a profile's sinks = 0.5 halves that model's attention FLOP/s, so a prefill's
-    attention takes twice as long and its matmuls the same; a model without sinks is left
-    alone."""
+    usual ones on a part before Hopper: a profile's sinks = 0.5 halves that model's attention
+    FLOP/s on an A100, so a prefill's attention takes twice as long and its matmuls the same;
+    a model without sinks is left alone, and so is an H100, whose flash kernels carry the
+    sinks (its catalogue entry says async_mma)."""
     plain = write_profile(tmp_path, PERFECT, "plain.toml")
     sinks = write_profile(tmp_path, PERFECT.replace("experts = 1.0 }", "experts = 1.0, sinks = 0.5 }"))
 
-    def prefill(engine: str, model: str) -> Any:
-        shape = ("--model", model, "--gpu", "h100-sxm", "--prompt-tokens", "4000")
+    def prefill(engine: str, model: str, gpu: str = "a100-80gb-sxm") -> Any:
+        shape = ("--model", model, "--gpu", gpu, "--prompt-tokens", "4000")
         return run_json(capsys, "estimate", *shape, "--engine", engine)["prefill"]
 
     before, after = prefill(plain, "gpt-oss-20b"), prefill(sinks, "gpt-oss-20b")
     attention_s = (
-        before["attention_flops"] / H100_SXM_BF16_MATMUL
+        before["attention_flops"] / A100_SXM_BF16_MATMUL
     )  # a perfect profile: the whole achievable rate
     assert attention_s > 0.01 * before["compute_s"]
     assert after["compute_s"] == pytest.approx(before["compute_s"] + attention_s, rel=1e-9)
     assert prefill(sinks, "llama-3.1-8b")["compute_s"] == pytest.approx(
         prefill(plain, "llama-3.1-8b")["compute_s"], rel=1e-12
     )
+    assert prefill(sinks, "gpt-oss-20b", "h100-sxm")["compute_s"] == pytest.approx(
+        prefill(plain, "gpt-oss-20b", "h100-sxm")["compute_s"], rel=1e-12
+    )
+
+
+def test_a_routed_expert_sees_the_tokens_of_the_experts_a_step_touches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A decode step of one sequence on gpt-oss-120b (4 of 128 experts a token): it runs
+    only the 4 experts its token picks, each a matmul of one row, as every dense matmul of
+    the step is. With half_m_tokens = 63 against a 64-row tile every matmul reaches
+    1 / (1 + 63) of its rate, experts too, so the step's matmuls take 64 times as long as a
+    profile without the falloff says; attention, at its own rate, is left alone. (Spread
+    over all 128 experts, an expert's M would be 4/128 and its matmuls 2,000 times slower.)"""
+    flat = write_profile(tmp_path, PERFECT, "flat.toml")
+    skinny = write_profile(tmp_path, PERFECT.replace("half_m_tokens = 0.0", "half_m_tokens = 63.0"))
+
+    def matmul_s(engine: str) -> float:
+        shape = ("--model", "gpt-oss-120b", "--gpu", "h100-sxm", "--prompt-tokens", "100")
+        step = run_json(capsys, "estimate", *shape, "--output-tokens", "2", "--engine", engine)["decode"]
+        return float(step["compute_s"] - step["attention_flops"] / H100_SXM_BF16_MATMUL)
+
+    assert matmul_s(skinny) == pytest.approx(64 * matmul_s(flat), rel=1e-9)
+
+
+def test_weight_only_matmuls_lose_more_on_a_part_that_needs_asynchronous_mma(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """dequant_async = 0.5: int4 weights under bf16 maths on an H100 (Hopper's full rate needs
+    wgmma) run their matmuls at half the rate again, attention untouched; on an A100 (no
+    asynchronous MMA) and for bf16 weights nothing changes."""
+    plain = write_profile(tmp_path, PERFECT, "plain.toml")
+    hopper = write_profile(
+        tmp_path, PERFECT.replace("experts = 1.0 }", "experts = 1.0, dequant_async = 0.5 }")
+    )
+
+    def prefill(engine: str, gpu: str, weights: str = "int4") -> Any:
+        shape = ("--model", "llama-3.1-8b", "--gpu", gpu, "--prompt-tokens", "4000", "--weights", weights)
+        return run_json(capsys, "estimate", *shape, "--engine", engine)["prefill"]
+
+    before, after = prefill(plain, "h100-sxm"), prefill(hopper, "h100-sxm")
+    assert before["bound"] == "compute"
+    matmul_s = before["compute_s"] - before["attention_flops"] / H100_SXM_BF16_MATMUL
+    assert after["compute_s"] == pytest.approx(before["compute_s"] + matmul_s, rel=1e-9)
+    for gpu, weights in (("a100-80gb-sxm", "int4"), ("h100-sxm", "bf16")):
+        assert prefill(hopper, gpu, weights)["compute_s"] == pytest.approx(
+            prefill(plain, gpu, weights)["compute_s"], rel=1e-12
+        )
+
+
+def test_the_catalogue_says_which_parts_need_asynchronous_mma(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Hopper (wgmma) and datacentre Blackwell (tcgen05) do; Ampere, Ada and GeForce
+    Blackwell (warp-level mma) and AMD's parts do not. A user's part says so with true or
+    false, nothing else."""
+    from ridgeline.hardware import get_accelerator
+
+    for name in ("h100-sxm", "h100-pcie", "h200", "b200", "gb200"):
+        assert get_accelerator(name).async_mma, name
+    for name in ("a100-80gb-sxm", "l40s", "rtx-4090", "rtx-5090", "rtx-3090", "mi300x"):
+        assert not get_accelerator(name).async_mma, name
+    path = tmp_path / "gpus.toml"
+    path.write_text(
+        "[mine]\npeak_flops = { bf16 = 100e12 }\nbandwidth_bytes_per_s = 1e12\n"
+        'memory_bytes = 1e10\nasync_mma = "yes"\n',
+        encoding="utf-8",
+    )
+    assert main(["estimate", "--model", "llama-3.2-1b", "--gpu", "mine", "--gpu-file", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "async_mma" in err and "true or false" in err
 
 
 # NVIDIA's B200 data sheet: dense FLOP/s by dtype, times the share a large matmul sustains

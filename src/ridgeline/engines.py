@@ -21,17 +21,21 @@ and falls short of the roofline for reasons each of which has a physical term he
                        and older parts, 128 for datacentre Blackwell's tcgen05, which pads a
                        short matmul twice as far;
                        a MoE's routed experts: x experts x W / (W + expert_half_width), with
-                       M the tokens routed to each and W an expert's width: 768-wide experts
+                       M the tokens routed to each expert the step touches and W an expert's
+                       width: 768-wide experts
                        fill the tensor cores less than 14,336-wide ones)
                        x dequant[w8 | w4] when the weights are narrower than the maths
-                       (weight-only formats unpack every weight inside the matmul)
+                       (weight-only formats unpack every weight inside the matmul),
+                       x dequant_async as well on a part that needs asynchronous MMA
+                       (the catalogue's async_mma: unpacked weights feed Ampere's warp-level
+                       MMA, not Hopper's wgmma)
     attention FLOP/s = achievable(attention's dtype) x attention x vendor
                        (attention multiplies activations with the KV cache, not the weights:
                        fp8 over an fp8 cache when the matmuls are 8 bits or fewer, else 16
                        bits; precision.attention_maths)
-                       x sinks for a model with attention sinks (gpt-oss), whose kernels
-                       are not the engine's usual ones (vLLM on an A100: Triton's, not
-                       FlashAttention's)
+                       x sinks for a model with attention sinks (gpt-oss) on a part before
+                       Hopper, whose kernels are not the engine's usual ones (vLLM on an
+                       A100: Triton's, not FlashAttention's; Hopper's carry the sinks)
     weight bytes/s   = bandwidth x weights[w16 | w8 | w4] x vendor_memory   (dequantisation costs)
     KV bytes/s       = bandwidth x kv x vendor_memory
                        (a vendor's software stack reaches its own share of the data sheet's
@@ -67,14 +71,14 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from ridgeline import _files
-from ridgeline._num import Num
+from ridgeline._num import Num, maximum
 from ridgeline._num import where as select
 from ridgeline.architecture import Architecture
 from ridgeline.checks import check_number
 from ridgeline.efficiency import Rates
 from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.hardware import FALLBACK, REFERENCE_MMA_ROWS, Accelerator
-from ridgeline.ledger import Pass, Work, weight_bytes_per_param
+from ridgeline.ledger import Pass, Work, distinct_experts, weight_bytes_per_param
 from ridgeline.parallel import Parallel
 from ridgeline.precision import BITS, Precision, attention_maths
 
@@ -199,7 +203,8 @@ class EngineProfile:
     request_s: float = 0.0  # the server's serial work per request (parse, route, respond)
     prompt_token_s: float = 0.0  # per prompt token (template, tokenise)
     stream_token_s: float = 0.0  # and per streamed token (detokenise, format, send)
-    sinks: float = 1.0  # attention with sinks against attention without (its kernels)
+    sinks: float = 1.0  # attention with sinks against attention without (its kernels), before Hopper
+    dequant_async: float = 1.0  # and a weight-only matmul's on a part that needs asynchronous MMA
     expert_half_width: float = 0.0  # the expert width at which its matmuls reach half their rate (0: none)
     graph: float = 1.0  # the share of the per-layer cost a decode step captured as a CUDA graph pays
     graph_max_seqs: int = 0  # the largest decode batch the engine captures (0: none)
@@ -248,10 +253,20 @@ class EngineProfile:
             expert_flops=work.expert_flops,
         )
 
-    def dequant_factor(self, fmt: str, maths: str) -> float:
+    def dequant_factor(self, fmt: str, maths: str, async_mma: bool = False) -> float:
         """What a matmul keeps of its rate when it unpacks narrower weights to its maths
-        dtype (int4 weights into fp16 maths); 1 when weights and maths are as wide."""
-        return self.dequant.get(fmt, 1.0) if FORMAT_BITS[fmt] < BITS[maths] else 1.0
+        dtype (int4 weights into fp16 maths); 1 when weights and maths are as wide. On a part
+        whose full rate needs asynchronous MMA (Hopper, datacentre Blackwell), it keeps
+        dequant_async of that again: weights unpacked in registers feed the warp-level MMA
+        of the generation before, not the asynchronous one."""
+        if FORMAT_BITS[fmt] >= BITS[maths]:
+            return 1.0
+        return self.dequant.get(fmt, 1.0) * (self.dequant_async if async_mma else 1.0)
+
+    def sinks_factor(self, a: Architecture, hw: Accelerator) -> float:
+        """Attention with sinks (gpt-oss) against attention without: its own kernels on a
+        part before Hopper; the flash kernels of Hopper and Blackwell carry the sinks."""
+        return self.sinks if a.attention_sinks and not hw.async_mma else 1.0
 
     def step_overhead_s(self, layers: int, tp: int = 1, graphed: bool = False) -> float:
         """A step's overhead but for its sequences: launched kernel by kernel, or (`graphed`)
@@ -270,10 +285,11 @@ class EngineProfile:
         v, vm = self.vendor_factor(d.hw.vendor_name), self.vendor_memory_factor(d.hw.vendor_name)
         maths, hw, bw = d.prec.maths, d.hw, d.hw.bandwidth_bytes_per_s
         fmt = weight_format(8.0 * weight_bytes_per_param(d.arch, d.prec))
-        full = hw.sustained(maths) * self.gemm_efficiency(maths) * v * self.dequant_factor(fmt, maths)
+        unpack = self.dequant_factor(fmt, maths, hw.async_mma)
+        full = hw.sustained(maths) * self.gemm_efficiency(maths) * v * unpack
         att = attention_maths(maths, d.prec.kv)  # attention's own dtype, not the weights'
         att = att if att == maths or att in hw.peak_flops else "bf16"
-        attention = hw.sustained(att) * self.attention * v * (self.sinks if d.arch.attention_sinks else 1.0)
+        attention = hw.sustained(att) * self.attention * v * self.sinks_factor(d.arch, hw)
         return Reach(
             gemm_flops_per_s=full,
             expert_flops_per_s=full * self.experts * self._narrow(d.arch),
@@ -291,8 +307,11 @@ class EngineProfile:
         """What a pass of `tokens` new tokens over `sequences` sequences reaches on `d`."""
         r = d.engine_reach if d.engine is self else self.reach(d)
         gemm = _small_m(r.gemm_flops_per_s, tokens, r.half_m_tokens)
-        a = d.arch  # a routed expert's matmul sees only the tokens routed to it
-        routed = tokens * a.experts_per_token / a.experts if a.is_moe else tokens
+        a = d.arch  # a routed expert's matmul sees only the tokens routed to it, and the
+        # step runs only the experts it touches: k tokens a token over those, not over all E
+        # (a pass of no tokens touches none: its M is 0, not 0/0)
+        touched = distinct_experts(a, maximum(tokens, 1)) if a.is_moe else 1
+        routed = tokens * a.experts_per_token / touched if a.is_moe else tokens
         return Rates(
             linear_flops_per_s=gemm,
             attention_flops_per_s=r.attention_flops_per_s,
@@ -452,6 +471,7 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         attention=_num(w, "compute.attention", compute.get("attention", min(gemm.values())), _FRACTION),
         experts=_num(w, "compute.experts", compute.get("experts", 1.0), _FRACTION),
         sinks=_num(w, "compute.sinks", compute.get("sinks", 1.0), _FRACTION),
+        dequant_async=_num(w, "compute.dequant_async", compute.get("dequant_async", 1.0), _FRACTION),
         expert_half_width=_num(
             w, "compute.expert_half_width", compute.get("expert_half_width", 0.0), (0.0, 1e5)
         ),
@@ -548,6 +568,7 @@ def profile_to_toml(p: EngineProfile) -> str:
                 "sinks": p.sinks,
                 "expert_half_width": p.expert_half_width,
                 "dequant": p.dequant,
+                "dequant_async": p.dequant_async,
             }
         ),
         "memory = " + table({"weights": p.weights, "kv": p.kv}),

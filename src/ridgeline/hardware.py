@@ -56,6 +56,10 @@ class Accelerator:
     # 64 (Hopper's wgmma, and the reference for every older or other part) or 128
     # (datacentre Blackwell's tcgen05). An engine profile's small-M falloff scales with it.
     mma_rows: int = REFERENCE_MMA_ROWS
+    # Whether its tensor cores reach their full rate only through asynchronous MMA (Hopper's
+    # wgmma, datacentre Blackwell's tcgen05) rather than the warp-level mma of Ampere and Ada:
+    # an engine profile's weight-only matmuls and attention-sink kernels differ there.
+    async_mma: bool = False
     # The share of a dtype's dense peak that the best-shaped large matmul sustains, measured
     # (data/gpus.toml cites the measurements); an engine profile's matmul and attention
     # efficiencies are shares of that. A part that states none reaches its stated peaks.
@@ -134,6 +138,7 @@ def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
                 f"{name} mma_rows in {where}", entry.get("mma_rows", REFERENCE_MMA_ROWS), maximum=MAX_MMA_ROWS
             ),
             matmul_share=_shares(name, entry.get("matmul_share", {}), where),
+            async_mma=_flag(f"{name} async_mma in {where}", entry.get("async_mma", False)),
         )
     except KeyError as exc:
         raise RidgelineError(
@@ -159,6 +164,13 @@ def _shares(name: str, table: Any, where: str) -> dict[str, float]:
         if isinstance(v, bool):
             raise RidgelineError(f"{name} matmul_share.{k} must be a share in (0, 1], got {v}")
     return {str(k): _figure(f"{name} matmul_share.{k}", v, where) for k, v in table.items()}
+
+
+def _flag(field: str, value: Any) -> bool:
+    """A true-or-false field: "no" or 0 would read as something else."""
+    if not isinstance(value, bool):
+        raise RidgelineError(f"{field} must be true or false, got {value!r:.60}")
+    return value
 
 
 def _figure(field: str, value: Any, where: str) -> float:

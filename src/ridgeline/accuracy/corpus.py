@@ -57,6 +57,8 @@ REGIME = {  # which error band a kind's prediction belongs to
 EXCLUDED = {
     "F08": "SGLang's default flags ran gpt-oss-20b 3x slower than vLLM on the same H100, and "
     "17x on A100: a misconfigured run, not the engine",
+    "N16": "SGLang's default flags ran gpt-oss-120b 3.4x slower than vLLM on the same H100: as F08",
+    "N17": "and 6.9x slower on the A100: as F08",
 }
 MAX_SIMULATED_REQUESTS = 4000  # an offline run's throughput settles long before 30,000 requests
 

@@ -76,6 +76,12 @@ def _dequant(name: str) -> Callable[[Row, Any], bool]:
     return uses
 
 
+def _dequant_async(r: Row, d: Any) -> bool:
+    """A weight-only row on a part that needs asynchronous MMA for its full rate."""
+    fmt = weight_format(8 * weight_bytes_per_param(d.arch, d.prec))
+    return d.hw.async_mma and d.engine.dequant_factor(fmt, d.prec.maths) != 1.0
+
+
 def _served(r: Row, d: Any) -> bool:
     """An offline run over HTTP: the server's own process may bound it."""
     return r.http and r.kind.startswith("offline")
@@ -111,9 +117,19 @@ PARAMS = (
     Param("expert_half_width", 16.0, 8192.0, 1.0, lambda r, d: d.arch.is_moe, "expert width at half rate"),
     # another kernel altogether (Triton's for FlashAttention's) may run at a fraction of the
     # usual one's rate: a wide prior, so that sink models' rows move this and not `attention`
-    Param("sinks", 0.1, 1.0, 1.0, lambda r, d: d.arch.attention_sinks, "attention with sinks, of without"),
+    Param(
+        "sinks",
+        0.1,
+        1.0,
+        1.0,
+        lambda r, d: d.arch.attention_sinks and not d.hw.async_mma,
+        "attention with sinks, of without, before Hopper",
+    ),
     Param("dequant.w8", 0.2, 1.0, 0.4, _dequant("w8"), "8-bit weight-only matmuls against 16-bit ones"),
     Param("dequant.w4", 0.2, 1.0, 0.4, _dequant("w4"), "4-bit weight-only matmuls against 16-bit ones"),
+    # weights unpacked in registers feed the warp-level MMA, which Hopper runs at about two
+    # thirds of its asynchronous MMA's rate: a wide prior
+    Param("dequant_async", 0.2, 1.0, 0.5, _dequant_async, "weight-only matmuls on Hopper/Blackwell, again"),
     Param("half_m_tokens", 1.0, 512.0, 0.5, _always, "tokens at which a matmul reaches half its rate"),
     Param("weights.w16", 0.3, 1.0, 0.2, _fmt("w16"), "bandwidth reached streaming 16-bit weights"),
     Param("weights.w8", 0.2, 1.0, 0.3, _fmt("w8"), "bandwidth reached streaming 8-bit weights"),
