@@ -111,6 +111,13 @@ def split_list(flag: str, text: str, example: str) -> list[str]:
     return items
 
 
+def check_flag(name: str, value: Any) -> bool:
+    """A file's true or false, and nothing else: "off" or 0 would read as something else."""
+    if not isinstance(value, bool):
+        raise RidgelineError(f"{name} must be true or false, got {value!r:.60}")
+    return value
+
+
 def check_switch(name: str, value: Any) -> bool | None:
     """on or off (a file's true or false), or engine: None, the engine profile's own."""
     if isinstance(value, bool):

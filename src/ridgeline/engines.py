@@ -71,14 +71,14 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from ridgeline import _files
-from ridgeline._num import Num, maximum
+from ridgeline._num import Num
 from ridgeline._num import where as select
 from ridgeline.architecture import Architecture
-from ridgeline.checks import check_number
+from ridgeline.checks import check_flag, check_number
 from ridgeline.efficiency import Rates
 from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.hardware import FALLBACK, REFERENCE_MMA_ROWS, Accelerator
-from ridgeline.ledger import Pass, Work, distinct_experts, weight_bytes_per_param
+from ridgeline.ledger import Pass, Work, tokens_per_expert, weight_bytes_per_param
 from ridgeline.parallel import Parallel
 from ridgeline.precision import BITS, Precision, attention_maths
 
@@ -264,9 +264,8 @@ class EngineProfile:
         return self.dequant.get(fmt, 1.0) * (self.dequant_async if async_mma else 1.0)
 
     def sinks_factor(self, a: Architecture, hw: Accelerator) -> float:
-        """Attention with sinks (gpt-oss) against attention without: its own kernels on a
-        part before Hopper; the flash kernels of Hopper and Blackwell carry the sinks."""
-        return self.sinks if a.attention_sinks and not hw.async_mma else 1.0
+        """Attention with sinks (gpt-oss) against attention without (sinks_apart)."""
+        return self.sinks if sinks_apart(a, hw) else 1.0
 
     def step_overhead_s(self, layers: int, tp: int = 1, graphed: bool = False) -> float:
         """A step's overhead but for its sequences: launched kernel by kernel, or (`graphed`)
@@ -307,11 +306,8 @@ class EngineProfile:
         """What a pass of `tokens` new tokens over `sequences` sequences reaches on `d`."""
         r = d.engine_reach if d.engine is self else self.reach(d)
         gemm = _small_m(r.gemm_flops_per_s, tokens, r.half_m_tokens)
-        a = d.arch  # a routed expert's matmul sees only the tokens routed to it, and the
-        # step runs only the experts it touches: k tokens a token over those, not over all E
-        # (a pass of no tokens touches none: its M is 0, not 0/0)
-        touched = distinct_experts(a, maximum(tokens, 1)) if a.is_moe else 1
-        routed = tokens * a.experts_per_token / touched if a.is_moe else tokens
+        a = d.arch  # a routed expert's matmul sees only the tokens routed to it
+        routed = tokens_per_expert(a, tokens) if a.is_moe else tokens
         return Rates(
             linear_flops_per_s=gemm,
             attention_flops_per_s=r.attention_flops_per_s,
@@ -351,6 +347,12 @@ class EngineProfile:
     def band(self, regime: str) -> tuple[float, float] | None:
         """(p10, p90) of measured / predicted in a regime, when the corpus gave one."""
         return self.uncertainty.get(regime)
+
+
+def sinks_apart(a: Architecture, hw: Accelerator) -> bool:
+    """Whether a model's attention sinks take kernels of their own: on a part before Hopper;
+    the flash kernels of Hopper and Blackwell carry the sinks."""
+    return a.attention_sinks and not hw.async_mma
 
 
 def _small_m(flops_per_s: Num, m: Num, half_m: float) -> Num:
@@ -409,9 +411,7 @@ def _scheduler(w: str, sched: dict[str, Any]) -> Scheduler:
     for key in ("small_below_memory_gib", "large_from_memory_gib"):
         if key in sched:
             given[key] = _num(w, f"scheduler.{key}", sched[key], (0.0, 1e6))
-    chunked = sched.get("chunked_prefill", True)
-    if not isinstance(chunked, bool):  # "off" would be truthy
-        raise RidgelineError(f"{w}: scheduler.chunked_prefill must be true or false, got {chunked!r:.40}")
+    chunked = check_flag(f"{w}: scheduler.chunked_prefill", sched.get("chunked_prefill", True))
     return Scheduler(
         policy=str(sched.get("policy", "vllm")),
         chunked_prefill=chunked,

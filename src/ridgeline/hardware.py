@@ -18,6 +18,7 @@ from ridgeline.checks import (
     BANDWIDTH_RANGE,
     MEMORY_RANGE,
     PEAK_FLOPS_RANGE,
+    check_flag,
     check_number,
     check_price,
     check_size,
@@ -138,7 +139,7 @@ def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
                 f"{name} mma_rows in {where}", entry.get("mma_rows", REFERENCE_MMA_ROWS), maximum=MAX_MMA_ROWS
             ),
             matmul_share=_shares(name, entry.get("matmul_share", {}), where),
-            async_mma=_flag(f"{name} async_mma in {where}", entry.get("async_mma", False)),
+            async_mma=check_flag(f"{name} async_mma in {where}", entry.get("async_mma", False)),
         )
     except KeyError as exc:
         raise RidgelineError(
@@ -164,13 +165,6 @@ def _shares(name: str, table: Any, where: str) -> dict[str, float]:
         if isinstance(v, bool):
             raise RidgelineError(f"{name} matmul_share.{k} must be a share in (0, 1], got {v}")
     return {str(k): _figure(f"{name} matmul_share.{k}", v, where) for k, v in table.items()}
-
-
-def _flag(field: str, value: Any) -> bool:
-    """A true-or-false field: "no" or 0 would read as something else."""
-    if not isinstance(value, bool):
-        raise RidgelineError(f"{field} must be true or false, got {value!r:.60}")
-    return value
 
 
 def _figure(field: str, value: Any, where: str) -> float:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ridgeline._num import Num, clip, minimum
+from ridgeline._num import Num, clip, maximum, minimum
 from ridgeline.architecture import Architecture
 from ridgeline.precision import Precision
 
@@ -88,6 +88,12 @@ def distinct_experts(arch: Architecture, tokens: Num) -> Num:
     E * (1 - (1 - k/E)^T), with routing taken as uniform and independent."""
     e, k = arch.experts, arch.experts_per_token
     return e * (1.0 - (1.0 - k / e) ** tokens)
+
+
+def tokens_per_expert(arch: Architecture, tokens: Num) -> Num:
+    """The rows of a routed expert's matmul in a step of T tokens: T x k routed over the
+    distinct experts the step touches (none for no tokens)."""
+    return tokens * arch.experts_per_token / distinct_experts(arch, maximum(tokens, 1))
 
 
 def fixed_weight_bytes(arch: Architecture, prec: Precision) -> float:

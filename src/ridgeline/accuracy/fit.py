@@ -34,7 +34,7 @@ from typing import Any
 
 from ridgeline.accuracy import corpus
 from ridgeline.accuracy.corpus import Row
-from ridgeline.engines import EngineProfile, weight_format
+from ridgeline.engines import EngineProfile, sinks_apart, weight_format
 from ridgeline.ledger import weight_bytes_per_param
 
 # Log units. The two weights were chosen by the leave-one-source-out error itself (median
@@ -68,18 +68,19 @@ def _fmt(name: str) -> Callable[[Row, Any], bool]:
     return lambda r, d: weight_format(8 * weight_bytes_per_param(d.arch, d.prec)) == name
 
 
-def _dequant(name: str) -> Callable[[Row, Any], bool]:
-    def uses(r: Row, d: Any) -> bool:
-        fmt = weight_format(8 * weight_bytes_per_param(d.arch, d.prec))
-        return fmt == name and d.engine.dequant_factor(fmt, d.prec.maths) != 1.0
+def _unpacks(r: Row, d: Any) -> str | None:
+    """The weight format a row's matmuls unpack (weight-only: narrower than the maths), or None."""
+    fmt = weight_format(8 * weight_bytes_per_param(d.arch, d.prec))
+    return fmt if d.engine.dequant_factor(fmt, d.prec.maths) != 1.0 else None
 
-    return uses
+
+def _dequant(name: str) -> Callable[[Row, Any], bool]:
+    return lambda r, d: _unpacks(r, d) == name
 
 
 def _dequant_async(r: Row, d: Any) -> bool:
     """A weight-only row on a part that needs asynchronous MMA for its full rate."""
-    fmt = weight_format(8 * weight_bytes_per_param(d.arch, d.prec))
-    return d.hw.async_mma and d.engine.dequant_factor(fmt, d.prec.maths) != 1.0
+    return d.hw.async_mma and _unpacks(r, d) is not None
 
 
 def _served(r: Row, d: Any) -> bool:
@@ -117,14 +118,7 @@ PARAMS = (
     Param("expert_half_width", 16.0, 8192.0, 1.0, lambda r, d: d.arch.is_moe, "expert width at half rate"),
     # another kernel altogether (Triton's for FlashAttention's) may run at a fraction of the
     # usual one's rate: a wide prior, so that sink models' rows move this and not `attention`
-    Param(
-        "sinks",
-        0.1,
-        1.0,
-        1.0,
-        lambda r, d: d.arch.attention_sinks and not d.hw.async_mma,
-        "attention with sinks, of without, before Hopper",
-    ),
+    Param("sinks", 0.1, 1.0, 1.0, lambda r, d: sinks_apart(d.arch, d.hw), "attention with sinks, of without"),
     Param("dequant.w8", 0.2, 1.0, 0.4, _dequant("w8"), "8-bit weight-only matmuls against 16-bit ones"),
     Param("dequant.w4", 0.2, 1.0, 0.4, _dequant("w4"), "4-bit weight-only matmuls against 16-bit ones"),
     # weights unpacked in registers feed the warp-level MMA, which Hopper runs at about two
