@@ -92,7 +92,11 @@ def running(n_ctx: int = 2048, threads: int = 2) -> Iterator[Server]:
     alive, stop it.
 
     `--interrupt_requests False`: by default the server ends a stream early whenever
-    another request arrives, which would cut every concurrent request short."""
+    another request arrives, which would cut every concurrent request short.
+    `--logits_all False`: by default it keeps the logits of every prompt position (for
+    `echo` with logprobs), so each prompt token pays the lm_head over Gemma 3's 262,144-entry
+    vocabulary and its copy into Python, several times the rest of a prefill, and unevenly;
+    llama.cpp's own server computes the logits of the positions it samples, as this does."""
     port = free_port()
     cmd = [
         sys.executable,
@@ -111,6 +115,8 @@ def running(n_ctx: int = 2048, threads: int = 2) -> Iterator[Server]:
         "--n_threads_batch",
         str(threads),
         "--interrupt_requests",
+        "False",
+        "--logits_all",
         "False",
     ]
     with tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log") as log:
