@@ -31,7 +31,7 @@ from ridgeline.engines import get_engine
 FIT_PROMPTS = (64, 128, 256, 384)
 HELD_OUT_PROMPT = 192  # between the fitted lengths, and none of them
 OUTPUT = 16  # decode steps a request
-ROUNDS = 3
+ROUNDS = 5
 TOLERANCE = 0.20
 
 

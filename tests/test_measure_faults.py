@@ -190,10 +190,10 @@ def test_workers_write_every_record_once_into_the_one_file(tmp_path: Path) -> No
 
 
 def test_workers_stop_on_ctrl_c_and_a_kill_of_the_parent_loses_nothing_finished(tmp_path: Path) -> None:
-    """20 requests of 0.3 s each, two at a time: 3 s of streams, so a worker that finishes
+    """40 requests of 0.3 s each, two at a time: 6 s of streams, so a worker that finishes
     its request in flight after the signal (on a loaded machine, a late one) still leaves
     most of the run undone, for --resume to finish."""
-    n = 20
+    n = 40
     for how in ("interrupt", "kill"):
         out = tmp_path / f"{how}.jsonl"
         with FaultServer(["ok"], tokens=10, interval_s=0.03) as server:
