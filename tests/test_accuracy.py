@@ -15,19 +15,20 @@ import pytest
 from ridgeline.accuracy import corpus, report
 from ridgeline.engines import builtin_engines
 
-HELD_OUT_MEDIAN = 0.115  # leave-one-source-out median |error| over the corpus (measured 11.35%)
-IN_SAMPLE_MEDIAN = 0.08  # the fitted profiles on their own rows (measured 7.52%)
-BAND_COVERAGE = (0.70, 0.90)  # the share of held-out rows inside their p10-p90 band (measured 75%)
+HELD_OUT_MEDIAN = 0.12  # leave-one-source-out median |error| over the corpus (measured 11.71%)
+IN_SAMPLE_MEDIAN = 0.08  # the fitted profiles on their own rows (measured 7.47%)
+BAND_COVERAGE = (0.70, 0.90)  # the share of held-out rows inside their p10-p90 band (measured 74%)
 # The corpus's first 100 rows, before SGLang's open-loop runs (K04-K17, M01-M10), two
 # NVFP4 prefill-heavy cells (D31, D32) and GPUStack's gpt-oss-120b runs (N01-N15) joined it
-# (10.4% then; 10.8% before the catalogue said which parts need asynchronous MMA; 9.7% now)
+# (10.4% then; 10.8% before the catalogue said which parts need asynchronous MMA; 9.7% after;
+# 10.2% now that gpt-oss's sliding layers hold only their window: see the README's accuracy notes)
 LATER = (
     {f"K{i:02d}" for i in range(4, 18)}
     | {f"M{i:02d}" for i in range(1, 11)}
     | {"D31", "D32"}
     | {f"N{i:02d}" for i in range(1, 16)}
 )
-FIRST_100_HELD_OUT_MEDIAN = 0.10
+FIRST_100_HELD_OUT_MEDIAN = 0.105
 
 
 @pytest.fixture(scope="module")
@@ -180,3 +181,18 @@ def test_an_open_loop_row_alone_on_its_engine_is_one_prefill_then_its_decode_ste
             corpus.predict(replace(row, kind=kind, rate=None), profile)
         in_process = corpus.predict(replace(row, kind=kind, http=False), profile)
         assert in_process == pytest.approx((seconds - (0.0 if kind == "tpot_rate" else first_s)) * 1e3)
+
+
+def test_a_run_with_its_prefix_cache_off_is_simulated_without_one() -> None:
+    """A source that launched SGLang with --disable-radix-cache maps to `cache` off; every
+    other row keeps its profile's prefix caching."""
+    import csv
+
+    from ridgeline import _files
+
+    text = _files.package_text("corpus", "measurements.csv")
+    disabled = {r["id"] for r in csv.DictReader(text.splitlines()) if "--disable-radix-cache" in r["source"]}
+    assert len(disabled) == 27
+    rows = corpus.rows()
+    assert {r.id for r in rows if r.cache is False} == disabled
+    assert all(r.cache is None for r in rows if r.id not in disabled)

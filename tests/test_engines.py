@@ -41,6 +41,12 @@ def test_the_built_in_engines_and_their_schedulers(capsys: pytest.CaptureFixture
     assert {"vllm", "sglang", "trtllm", "llamacpp"} <= set(listed)
     assert listed["trtllm"]["scheduler"]["policy"] == "no-evict"  # GUARANTEED_NO_EVICT by default
     assert listed["vllm"]["scheduler"]["policy"] == "vllm"
+    # vLLM's V1 caches prefixes by default, SGLang's radix cache too; TensorRT-LLM's
+    # no-evict never preempts, and llama.cpp's server serves a slot to its end
+    caching = {
+        name: listed[name]["scheduler"]["prefix_caching"] for name in ("vllm", "sglang", "trtllm", "llamacpp")
+    }
+    assert caching == {"vllm": True, "sglang": True, "trtllm": False, "llamacpp": False}
 
 
 # vLLM's own defaults (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults, 0.9 on, for
@@ -287,6 +293,7 @@ def test_a_perfect_engine_from_a_file_is_the_ideal_roofline_of_what_an_engine_ru
         (PERFECT + "overhead = { graph = 0.0 }\n", "overhead.graph"),
         (PERFECT + "overhead = { graph_max_seqs = -1 }\n", "overhead.graph_max_seqs"),
         (PERFECT + 'scheduler = { chunked_prefill = "off" }\n', "chunked_prefill must be true or false"),
+        (PERFECT + "scheduler = { prefix_caching = 1 }\n", "prefix_caching must be true or false"),
     ],
 )
 def test_a_bad_profile_is_one_line_and_status_2(

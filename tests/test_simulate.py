@@ -251,6 +251,27 @@ def test_kv_capacity_is_the_memory_plans_room() -> None:
     assert kv.blocks == int(room // (16 * 131072))
 
 
+def test_a_hybrid_model_pages_its_global_layers_and_holds_its_window_apart() -> None:
+    """gpt-oss-20b alternates 12 sliding layers (a 128-token window) with 12 global ones,
+    8 KV heads of 64 in bf16. A block pages the global layers only: 16 tokens x 12 layers x
+    2 x 8 x 64 x 2 bytes. One request of 960 + 5 tokens holds ceil(965 / 16) = 61 blocks of
+    them, and its sliding layers the blocks of their window and the block being written:
+    12/12 x ceil(min(128 + 16, 965) / 16) = 9 more, 70 at the peak."""
+    m = Deployment.build(model="gpt-oss-20b", gpu="h100-sxm")
+    kv = kv_cache(m)
+    assert kv.bytes_per_token_per_gpu == 12 * 2 * 8 * 64 * 2
+    assert kv.blocks == int(kv.room_bytes_per_gpu // (16 * 12 * 2 * 8 * 64 * 2))
+    assert kv.apart_blocks(965) == 9 and kv.apart_blocks(40) == 3  # a short request: its tokens
+    res = simulate(m, workload=fixed(960, 5, requests=1))
+    assert res.summary is not None and res.kv == kv
+    assert res.summary.utilisation.kv_utilisation_peak * kv.blocks == pytest.approx(61 + 9, rel=REL)
+
+
+def test_a_model_of_global_layers_holds_nothing_apart() -> None:
+    kv = kv_cache(Deployment.build())
+    assert kv.windows == () and kv.apart_blocks(100_000) == 0
+
+
 def test_a_deployment_keeps_its_kv_plan_for_the_same_settings() -> None:
     """A plan's trials and a search's screens ask again for the same cache: the deployment
     keeps it (`Deployment.kept`). Other settings plan their own, and a pickled copy, which

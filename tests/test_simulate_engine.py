@@ -186,3 +186,42 @@ def test_a_moe_and_the_per_op_method_price_one_count_at_a_time() -> None:
         model = StepModel(m)
         assert not model.fills
         assert model.block(100) == [100]
+
+
+def test_a_preempted_prefill_finds_its_blocks_until_they_are_reused(small: Deployment) -> None:
+    """With prefix caching, a request preempted after prefilling 1,000 tokens leaves its 63
+    blocks cached: had nothing taken them, its 62 whole blocks (992 tokens) are found again.
+    Blocks are reused least recently freed first, so it loses none until the blocks free
+    before it are gone; 10 more taken after those cost it its last 10 blocks, the part-filled
+    one among them: 53 whole blocks are left (848 tokens)."""
+    reqs = Requests()
+    reqs.add(0.0, 2000, 10)
+    e = Engine(reqs, StepModel(small), EngineConfig(prefix_caching=True), kv_cache(small))
+    ahead = e.free_blocks - 63
+    e.waiting.append(0)
+    chunk = [(0, 1000, 0)]
+    e.apply((), chunk)
+    e.one_step(chunk)
+    assert reqs.computed[0] == 1000 and e.taken == 63
+    e.apply([0], ())
+    assert reqs.computed[0] == 0  # recompute, until the cache is looked up
+    e.find_cached()
+    assert reqs.computed[0] == 992
+    e.taken += ahead
+    e.find_cached()
+    assert reqs.computed[0] == 992
+    e.taken += 10
+    e.find_cached()
+    assert reqs.computed[0] == (63 - 10) * 16
+
+
+def test_without_prefix_caching_a_preempted_prefill_starts_again(small: Deployment) -> None:
+    reqs = Requests()
+    reqs.add(0.0, 2000, 10)
+    e = Engine(reqs, StepModel(small), EngineConfig(), kv_cache(small))
+    e.waiting.append(0)
+    chunk = [(0, 1000, 0)]
+    e.apply((), chunk)
+    e.one_step(chunk)
+    e.apply([0], ())
+    assert reqs.computed[0] == 0 and e.cached is None

@@ -130,6 +130,7 @@ class Scheduler:
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     chunked_prefill: bool = True
+    prefix_caching: bool = False  # a preempted request finds its freed blocks still cached
     small_max_num_seqs: int | None = None
     small_max_num_batched_tokens: int | None = None
     small_below_memory_gib: float = 0.0
@@ -412,9 +413,11 @@ def _scheduler(w: str, sched: dict[str, Any]) -> Scheduler:
         if key in sched:
             given[key] = _num(w, f"scheduler.{key}", sched[key], (0.0, 1e6))
     chunked = check_flag(f"{w}: scheduler.chunked_prefill", sched.get("chunked_prefill", True))
+    caching = check_flag(f"{w}: scheduler.prefix_caching", sched.get("prefix_caching", False))
     return Scheduler(
         policy=str(sched.get("policy", "vllm")),
         chunked_prefill=chunked,
+        prefix_caching=caching,
         small_gpus=tuple(g.lower() for g in gpus),
         **given,
     )
@@ -627,6 +630,7 @@ def _scheduler_fields(sc: Scheduler) -> dict[str, Any]:
         "max_num_seqs": sc.max_num_seqs,
         "max_num_batched_tokens": sc.max_num_batched_tokens,
         "chunked_prefill": sc.chunked_prefill,
+        "prefix_caching": sc.prefix_caching,
     }
     tiers = {
         "small_max_num_seqs": sc.small_max_num_seqs,

@@ -87,6 +87,7 @@ class Row:
     per_gpu: bool
     lengths: str  # how the requests' lengths spread around the means (fixed when empty)
     graphs: int | None  # the largest decode batch the run captured as a CUDA graph (None: the profile's)
+    cache: bool | None  # the engine's prefix cache on or off (None: the profile's)
     measured: float
     unit: str
 
@@ -130,6 +131,7 @@ def rows() -> tuple[Row, ...]:
                 per_gpu=bool(r["per_gpu"]),
                 lengths=r["lengths"] or "fixed",
                 graphs=int(r["graphs"]) if r["graphs"] else None,
+                cache={"": None, "on": True, "off": False}[r["cache"]],
                 measured=float(r["measured"]),
                 unit=r["unit"],
             )
@@ -210,7 +212,9 @@ def _simulate(row: Row, d: Deployment) -> dict[str, Any]:
     from ridgeline.simulate import Workload, simulate
     from ridgeline.simulate.run import engine_config
 
-    cfg = engine_config(d, row.max_num_seqs, row.max_num_batched_tokens, policy=row.policy)
+    cfg = engine_config(
+        d, row.max_num_seqs, row.max_num_batched_tokens, policy=row.policy, prefix_caching=row.cache
+    )
     seqs = cfg.max_num_seqs
     if cfg.max_num_batched_tokens < seqs:  # vLLM requires a budget of at least one token a sequence
         cfg = replace(cfg, max_num_batched_tokens=seqs)

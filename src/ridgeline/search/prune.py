@@ -389,7 +389,7 @@ def _room(
             free = room.blocks - dem.pinned_blocks
             if free <= 0:
                 room = f"the shared prefix fills the KV cache ({room.tokens:,} tokens)"
-            elif blocks_for(dem.sure_tokens, block_tokens) > free:
+            elif blocks_for(dem.sure_tokens, block_tokens) + room.apart_blocks(dem.sure_tokens) > free:
                 room = (
                     f"a request of {dem.sure_tokens:,} tokens needs more KV cache than a replica "
                     f"holds ({free * block_tokens:,} tokens)"

@@ -174,15 +174,16 @@ def run_means(ctx: Context, task: Task) -> tuple[float, float]:
 
 def engine(ctx: Context, task: Task) -> EngineConfig:
     d = ctx.deployments[task.deployment]
-    policy = d.engine.scheduler.policy if d.engine is not None else "vllm"
+    sched = d.engine.scheduler if d.engine is not None else None
     return EngineConfig(
         task.max_num_seqs,
         task.max_num_batched_tokens,
         ctx.block_tokens,
         ctx.gpu_memory_utilization,
         True,
-        policy,
+        sched.policy if sched is not None else "vllm",
         task.chunked_prefill,
+        sched is not None and sched.prefix_caching,
     )
 
 

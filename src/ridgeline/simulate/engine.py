@@ -27,7 +27,7 @@ from ridgeline.engines import Scheduler
 from ridgeline.errors import RidgelineError
 from ridgeline.ledger import attended_pairs, cached_tokens
 from ridgeline.simulate.kvcache import MAX_BLOCK_TOKENS, KvCache
-from ridgeline.simulate.policy import Chunk, Policy
+from ridgeline.simulate.policy import Chunk, Policy, SchedulerView, StepPlan
 from ridgeline.simulate.requests import DECODE, DONE, PREFILL, WAITING, Requests
 from ridgeline.simulate.scheduler import POLICIES
 from ridgeline.simulate.steptime import DecodeRun, StepModel
@@ -46,6 +46,7 @@ class EngineConfig:
     jump: bool = True  # closed-form runs of decode steps; False steps one by one
     policy: str = Scheduler.policy
     chunked_prefill: bool = True  # False: a prefill runs whole in one step, never split
+    prefix_caching: bool = False  # a preempted request's freed blocks stay cached until reused
 
     def __post_init__(self) -> None:
         self.check()
@@ -57,8 +58,9 @@ class EngineConfig:
         check_fraction("--gpu-memory-utilization", self.gpu_memory_utilization)
         if not isinstance(self.jump, bool):
             raise RidgelineError(f"jump must be True or False, got {self.jump!r}")
-        if not isinstance(self.chunked_prefill, bool):
-            raise RidgelineError(f"chunked_prefill must be True or False, got {self.chunked_prefill!r}")
+        for name in ("chunked_prefill", "prefix_caching"):
+            if not isinstance(getattr(self, name), bool):
+                raise RidgelineError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not isinstance(self.policy, str) or self.policy not in POLICIES:
             raise RidgelineError(
                 f"scheduler policy {self.policy!r} is unknown: use {' or '.join(map(repr, POLICIES))}"
@@ -109,6 +111,10 @@ class Engine:
         self.block_tokens = kv.block_tokens
         self.blocks = kv.blocks - pinned_blocks  # shared prefix blocks stay in the cache
         self.free_blocks = self.blocks
+        self.taken = 0  # blocks ever taken from the free ones
+        # preempted requests whose freed blocks may still be cached: rid -> (blocks taken then,
+        # free blocks ahead of its own in the order they are reused, its blocks, its tokens)
+        self.cached: dict[int, tuple[int, int, int, int]] | None = {} if cfg.prefix_caching else None
         self.max_num_batched_tokens = cfg.max_num_batched_tokens
         self.max_num_seqs = cfg.max_num_seqs
         self.chunked_prefill = cfg.chunked_prefill
@@ -153,7 +159,7 @@ class Engine:
         self.cached_s0 = model.cached_s[0]
         self.jump = cfg.jump and self.fast
         self.policy: Policy = POLICIES[cfg.policy]()
-        self.schedule = self.policy.schedule
+        self.schedule = self.policy.schedule if self.cached is None else self.schedule_finding_cached
         # where a preempted request rejoins the queue, and how many decode steps may pass
         # before a waiting queue could move, when not only at a finish (policy.py: optional)
         self.requeue_at_head = getattr(self.policy, "requeue_at_head", True)
@@ -163,6 +169,26 @@ class Engine:
     def add(self, rid: int) -> None:
         self.reqs.replica[rid] = self.replica
         self.pending.append(rid)
+
+    def schedule_finding_cached(self, view: SchedulerView) -> StepPlan:
+        """The policy's plan, once each preempted request that waits has found the prefix of
+        its tokens whose blocks are still cached (with prefix caching on)."""
+        if self.cached:
+            self.find_cached()
+        return self.policy.schedule(view)
+
+    def find_cached(self) -> None:
+        """Like vLLM's free queue, blocks are reused least recently freed first, and a
+        request's own last blocks first: a waiting request has lost its tail once the blocks
+        taken since it was preempted pass the free blocks that were ahead of its own. What is
+        left, whole blocks up to a token short of its target, it need not prefill again."""
+        assert self.cached is not None
+        r, bs = self.reqs, self.block_tokens
+        for rid, (taken, ahead, blocks, tokens) in self.cached.items():
+            lost = min(max(self.taken - taken - ahead, 0), blocks)
+            kept = (blocks - lost) * bs + r.spared[rid]
+            found = min(tokens, kept, r.target[rid] - 1)
+            r.computed[rid] = max(r.hit[rid], found - (found - r.hit[rid]) % bs)
 
     def idle(self) -> bool:
         return not (self.n_decoding or self.prefilling or self.waiting) and self.next >= len(self.pending)
@@ -208,6 +234,7 @@ class Engine:
                     one_step(chunks, decode)
                     continue
                 self.free_blocks -= need
+                self.taken += need
             if self.jump:
                 self.decode_run_or_step(barrier)
             else:
@@ -224,9 +251,11 @@ class Engine:
         if self.n_decoding and decode:
             free -= self.cnt[self.step % bs]
         r = self.reqs
-        state, held, shared = r.state, r.held, r.shared
+        state, held, spared = r.state, r.held, r.spared
         for rid, new, c in chunks:
             if state[rid] == WAITING:  # admitted: it joins the running prefills
+                if self.cached:
+                    self.cached.pop(rid, None)
                 waiting = self.waiting
                 if waiting[0] == rid:
                     waiting.popleft()
@@ -238,13 +267,14 @@ class Engine:
                 if r.admit_s[rid] != r.admit_s[rid]:  # NaN: first admission
                     r.admit_s[rid] = self.t
                 self.prefilling.append(rid)
-            extra = -(-(c + new - shared[rid]) // bs) - held[rid]
+            extra = -(-(c + new - spared[rid]) // bs) - held[rid]
             held[rid] += extra
             free -= extra
         if free < 0:
             raise RuntimeError(
                 f"the scheduler policy planned {-free} blocks more than are free: a policy bug"
             )
+        self.taken += self.free_blocks - free
         self.free_blocks = free
 
     # --- what a policy reads (policy.SchedulerView) --------------------------------------------
@@ -261,7 +291,7 @@ class Engine:
     def held_blocks(self, rid: int) -> int:
         r = self.reqs
         if r.state[rid] == DECODE:
-            return -(-(self.step - r.base[rid] - r.shared[rid]) // self.block_tokens)
+            return -(-(self.step - r.base[rid] - r.spared[rid]) // self.block_tokens)
         return r.held[rid]
 
     def decoders(self) -> list[int]:
@@ -440,7 +470,9 @@ class Engine:
                 elapsed = run.elapsed_s(k)
             if k > 1:
                 dt = elapsed
-                self.free_blocks -= self.blocks_over(1, k)
+                fresh = self.blocks_over(1, k)
+                self.free_blocks -= fresh
+                self.taken += fresh
                 mean += (k - 1) / 2.0
                 pairs = n * attended_pairs(1, mean, 0)
                 cached = n * cached_tokens(mean, 0)
@@ -528,7 +560,11 @@ class Engine:
         """Preempt by recompute: free the request's blocks and queue it at the head to prefill
         its prompt plus the tokens it has emitted (the last prefill position emits the next)."""
         r = self.reqs
-        self.free_blocks += self.held_blocks(rid)
+        blocks = self.held_blocks(rid)
+        if self.cached is not None:
+            tokens = self.step - r.base[rid] if r.state[rid] == DECODE else r.computed[rid]
+            self.cached[rid] = (self.taken, self.free_blocks, blocks, tokens)
+        self.free_blocks += blocks
         if r.state[rid] == DECODE:
             r.emitted[rid] += 1 + (self.step - r.first_step[rid])
             self.leave_decode(rid)
@@ -564,7 +600,7 @@ class Engine:
             if state[rid] != DECODE or last_step[rid] != last:
                 continue
             context = s + 1 - r.base[rid]
-            self.free_blocks += -(-(context - r.shared[rid]) // bs)
+            self.free_blocks += -(-(context - r.spared[rid]) // bs)
             self.leave_decode(rid)
             self.finish(rid, t)
 

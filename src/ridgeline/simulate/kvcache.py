@@ -5,6 +5,17 @@ weights, the peak activations of a full step and the runtime overhead come out o
 rest holds the KV cache:
 
     blocks = room per GPU / (block tokens x KV bytes per token per GPU).
+
+A model that mixes sliding-window and global layers is paged as vLLM's hybrid KV cache
+manager (0.10 on), TensorRT-LLM's per-window pools and llama.cpp's SWA cache page it: a
+block holds the global layers' keys and values for `block tokens` tokens, and a request's
+sliding layers keep only the blocks of their last `window` tokens (plus the block being
+written), which it holds apart from admission to the end:
+
+    apart blocks = ceil(sum over sliding groups of
+                        layers / global layers x ceil(min(window + block, tokens) / block)).
+
+A model whose every layer slides (no global layer) is paged as before: every layer, every token.
 """
 
 from __future__ import annotations
@@ -13,6 +24,7 @@ import math
 from dataclasses import dataclass
 
 from ridgeline import ledger, memory, parallel
+from ridgeline.architecture import Architecture
 from ridgeline.checks import MAX_COUNT, MAX_TOKENS, check_fraction, check_size
 from ridgeline.deployment import Deployment
 from ridgeline.engines import Scheduler
@@ -27,11 +39,21 @@ class KvCache:
     block_tokens: int
     blocks: int
     room_bytes_per_gpu: float  # usable - weights - activations - overhead
-    bytes_per_token_per_gpu: float
+    bytes_per_token_per_gpu: float  # of the layers a block pages
+    paged_layers: int = 0  # the layers a block pages (0: every layer, and no window held apart)
+    windows: tuple[tuple[int, int], ...] = ()  # the sliding groups held apart: (layers, window)
 
     @property
     def tokens(self) -> int:
         return self.blocks * self.block_tokens
+
+    def apart_blocks(self, tokens: int) -> int:
+        """Blocks a request of `tokens` tokens (prompt + output) holds for its sliding layers."""
+        if not self.windows:
+            return 0
+        bs = self.block_tokens
+        layer_blocks = sum(n * blocks_for(min(w + bs, tokens), bs) for n, w in self.windows)
+        return -(-layer_blocks // self.paged_layers)
 
 
 def blocks_for(tokens: int, block_tokens: int) -> int:
@@ -61,7 +83,9 @@ def kv_cache(
     p = memory.plan(m, context, max_num_seqs, utilization=utilization, suggest=False)
     g = p.per_gpu
     room = g.usable_bytes - g.weight_bytes - g.activation_bytes - g.overhead_bytes
-    per_token = ledger.kv_bytes_per_token(m.arch, m.prec) * parallel.kv_share_per_gpu(m.arch, m.par)
+    paged, windows = paged_layers(m.arch)
+    per_token = ledger.kv_bytes_per_token(m.arch, m.prec) * (paged or m.arch.layers) / m.arch.layers
+    per_token *= parallel.kv_share_per_gpu(m.arch, m.par)
     blocks = int(room // (block_tokens * per_token)) if room > 0 else 0
     if blocks <= 0:
         if g.usable_bytes - g.weight_bytes - g.overhead_bytes > 0:  # the step's activations crowd it out
@@ -76,5 +100,15 @@ def kv_cache(
             f"(weights {g.weight_bytes / 1e9:.1f} GB of {g.usable_bytes / 1e9:.1f} GB usable per GPU): "
             "raise --tp or --gpu-memory-utilization, or choose narrower --weights"
         )
-    found = m.kept[key] = KvCache(block_tokens, blocks, room, per_token)
+    found = m.kept[key] = KvCache(block_tokens, blocks, room, per_token, paged, windows)
     return found
+
+
+def paged_layers(arch: Architecture) -> tuple[int, tuple[tuple[int, int], ...]]:
+    """The global layers a block pages and the sliding groups (layers, window) each request
+    holds apart; (0, ()) when a block pages every layer (all global, or none)."""
+    groups = arch.window_groups()
+    paged = sum(n for n, w in groups if not w)
+    if not paged or paged == arch.layers:
+        return 0, ()
+    return paged, tuple((n, w) for n, w in groups if w)

@@ -35,10 +35,10 @@ Chunk = tuple[int, int, int]  # (request, new tokens, cached context): a prefill
 
 class SchedulerView(Protocol):
     """What a policy may read of one replica (the engine is one). Tokens and blocks are the
-    engine's: a request holds ceil((cached tokens - shared prefix) / block_tokens) blocks."""
+    engine's: a request holds ceil((cached tokens - spared) / block_tokens) blocks (Requests.spared)."""
 
     @property
-    def reqs(self) -> Requests: ...  # per-request arrays: computed, target, held, shared, seq, ...
+    def reqs(self) -> Requests: ...  # per-request arrays: computed, target, held, spared, seq, ...
 
     @property
     def step(self) -> int: ...  # the step counter: the steps the decoders ran in

@@ -19,7 +19,10 @@ class Requests:
     prompt: list[int] = field(default_factory=list)
     output: list[int] = field(default_factory=list)  # M, decode steps
     hit: list[int] = field(default_factory=list)  # prompt tokens found in the prefix cache
-    shared: list[int] = field(default_factory=list)  # of those, tokens in shared (pinned) blocks
+    # tokens the request's own blocks spare: those of its hit in shared (pinned) blocks, less
+    # a block's tokens for each block its sliding layers hold apart (kvcache.KvCache.apart_blocks);
+    # it holds ceil((cached tokens - spared) / block tokens) blocks
+    spared: list[int] = field(default_factory=list)
     client: list[int] = field(default_factory=list)  # closed loop: who sent it; -1 otherwise
     # where the engine has got to
     state: list[int] = field(default_factory=list)
@@ -50,7 +53,7 @@ class Requests:
         self.prompt.append(prompt)
         self.output.append(output)
         self.hit.append(hit)
-        self.shared.append(shared)
+        self.spared.append(shared)
         self.client.append(client)
         for column, value in (
             (self.state, WAITING),
@@ -85,7 +88,7 @@ class Requests:
         self.prompt += prompt
         self.output += output
         self.hit += hit
-        self.shared += shared
+        self.spared += shared
         self.client += [-1] * n
         self.state += [WAITING] * n
         self.computed += hit

@@ -107,10 +107,11 @@ def engine_config(
     jump: bool = True,
     policy: str | None = None,
     chunked_prefill: bool | None = None,
+    prefix_caching: bool | None = None,
 ) -> EngineConfig:
     """The engine's knobs: those given, else the deployment's engine profile's scheduler
-    (its policy, max sequences, batched-token budget and chunked prefill), else vLLM's
-    defaults."""
+    (its policy, max sequences, batched-token budget, chunked prefill and prefix caching),
+    else vLLM's defaults."""
     base = m.scheduler or EngineConfig()
     return EngineConfig(
         max_num_seqs=base.max_num_seqs if max_num_seqs is None else max_num_seqs,
@@ -122,6 +123,7 @@ def engine_config(
         jump=jump,
         policy=base.policy if policy is None else policy,
         chunked_prefill=base.chunked_prefill if chunked_prefill is None else chunked_prefill,
+        prefix_caching=base.prefix_caching if prefix_caching is None else prefix_caching,
     )
 
 
@@ -140,10 +142,17 @@ def check_slo(slo: metrics.Slo | None) -> None:
             check_positive(name, value, hint=" (seconds)")
 
 
+def hold_apart(reqs: Requests, start: int, kv: KvCache) -> None:
+    """Each request's sliding layers hold their blocks apart, out of what its own blocks spare."""
+    if kv.windows:
+        for i in range(start, len(reqs)):
+            reqs.spared[i] -= kv.apart_blocks(reqs.prompt[i] + reqs.output[i]) * kv.block_tokens
+
+
 def check_fits(reqs: Requests, start: int, blocks: int, block_tokens: int) -> None:
     """Every request must fit the cache alone, or preemption could never let it finish."""
     for i in range(start, len(reqs)):
-        tokens = reqs.prompt[i] + reqs.output[i] - reqs.shared[i]
+        tokens = reqs.prompt[i] + reqs.output[i] - reqs.spared[i]
         if blocks_for(tokens, block_tokens) > blocks:
             raise RidgelineError(
                 f"a request of {reqs.prompt[i]:,} + {reqs.output[i]:,} tokens needs more KV cache than "
@@ -210,6 +219,7 @@ def simulate(
             f"every replica at every arrival, more than {MAX_ROUTING_LOOKS:,} looks: use --router "
             "round-robin, fewer replicas or fewer requests"
         )
+    hold_apart(reqs, 0, kv)
     check_fits(reqs, 0, kv.blocks - pinned, bs)
     check_whole_prefills(reqs, 0, cfg)
     follow_up = None
@@ -219,6 +229,7 @@ def simulate(
         def follow_up(done: int, finish_s: float) -> int | None:
             rid = loop.follow_up(done, finish_s)
             if rid is not None:
+                hold_apart(reqs, rid, kv)
                 check_fits(reqs, rid, kv.blocks - pinned, bs)
                 check_whole_prefills(reqs, rid, cfg)
             return rid

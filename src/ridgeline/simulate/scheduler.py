@@ -54,7 +54,7 @@ class VllmPolicy:
                 free -= need
         budget = view.max_num_batched_tokens - decoding
         chunks: list[Chunk] = []
-        computed, target, held, shared = r.computed, r.target, r.held, r.shared
+        computed, target, held, spared = r.computed, r.target, r.held, r.spared
         i = 0
         while i < end and budget > 0:
             rid = prefilling[i]
@@ -62,7 +62,7 @@ class VllmPolicy:
             n = target[rid] - c
             if n > budget:
                 n = budget
-            fit = (held[rid] + free) * bs + shared[rid] - c  # tokens the free blocks can take
+            fit = (held[rid] + free) * bs + spared[rid] - c  # tokens the free blocks can take
             while fit <= 0:
                 end -= 1
                 victim = prefilling[end]
@@ -70,12 +70,12 @@ class VllmPolicy:
                 free += held[victim]
                 if victim == rid:
                     break
-                fit = (held[rid] + free) * bs + shared[rid] - c
+                fit = (held[rid] + free) * bs + spared[rid] - c
             if fit <= 0:
                 continue  # it preempted itself: end is now i
             if n > fit:
                 n = fit
-            free -= -(-(c + n - shared[rid]) // bs) - held[rid]
+            free -= -(-(c + n - spared[rid]) // bs) - held[rid]
             chunks.append((rid, n, c))
             budget -= n
             i += 1
@@ -93,7 +93,7 @@ class VllmPolicy:
                     if whole:
                         continue  # it waits, keeping its place, and a shorter one behind may go
                     n = budget
-                blocks = -(-(c + n - shared[rid]) // bs)
+                blocks = -(-(c + n - spared[rid]) // bs)
                 if blocks > free:
                     break
                 free -= blocks
@@ -237,7 +237,7 @@ class SglangPolicy:
         for k in range(1, most):
             if k > 1:
                 free -= view.blocks_over(k - 1, k)
-            fit = free * bs + r.shared[rid] - c
+            fit = free * bs + r.spared[rid] - c
             if (n > fit) if whole else (fit <= 0):
                 return most
             if need < self.room(free, bs, view.step + k, left - decoders * k):
@@ -253,14 +253,14 @@ class SglangPolicy:
         free = view.free_blocks
         room = self.room(free, bs, view.step, self.to_write(view))
         budget = view.max_num_batched_tokens
-        computed, target, held, shared = r.computed, r.target, r.held, r.shared
+        computed, target, held, spared = r.computed, r.target, r.held, r.spared
         chunks: list[Chunk] = []
         for rid in view.prefilling:  # the chunked prefill carries on first
             c = computed[rid]
-            n = min(target[rid] - c, budget, int(room), (held[rid] + free) * bs + shared[rid] - c)
+            n = min(target[rid] - c, budget, int(room), (held[rid] + free) * bs + spared[rid] - c)
             if n <= 0:
                 continue
-            free -= -(-(c + n - shared[rid]) // bs) - held[rid]
+            free -= -(-(c + n - spared[rid]) // bs) - held[rid]
             room -= n + (max_new_reserved(r.output[rid]) if c + n == target[rid] else 0)
             budget -= n
             chunks.append((rid, n, c))
@@ -278,10 +278,10 @@ class SglangPolicy:
             whole = n <= budget
             if not (whole or view.chunked_prefill):
                 break  # it waits for a batch with room for all of it
-            n = min(n, budget, free * bs + shared[rid] - c)
+            n = min(n, budget, free * bs + spared[rid] - c)
             if n <= 0 or (whole and n < target[rid] - c):
                 break  # its blocks are not free
-            free -= -(-(c + n - shared[rid]) // bs)
+            free -= -(-(c + n - spared[rid]) // bs)
             room -= n + (new if whole else 0)
             budget -= n
             chunks.append((rid, n, c))
@@ -347,7 +347,7 @@ class NoEvictPolicy:
     @staticmethod
     def blocks_for_life(view: SchedulerView, rid: int) -> int:
         r = view.reqs
-        return -(-(r.prompt[rid] + r.output[rid] - r.shared[rid]) // view.block_tokens)
+        return -(-(r.prompt[rid] + r.output[rid] - r.spared[rid]) // view.block_tokens)
 
     def release_finished(self, view: SchedulerView) -> None:
         done = view.done
@@ -361,14 +361,14 @@ class NoEvictPolicy:
         bs = view.block_tokens
         free = view.free_blocks - (view.decode_blocks() if view.n_decoding else 0)
         budget = view.max_num_batched_tokens - view.n_decoding
-        computed, target, held, shared = r.computed, r.target, r.held, r.shared
+        computed, target, held, spared = r.computed, r.target, r.held, r.spared
         chunks: list[Chunk] = []
         for rid in view.prefilling:
             if budget <= 0:
                 break
             c = computed[rid]
             n = min(target[rid] - c, budget)
-            free -= -(-(c + n - shared[rid]) // bs) - held[rid]
+            free -= -(-(c + n - spared[rid]) // bs) - held[rid]
             chunks.append((rid, n, c))
             budget -= n
         running = view.n_decoding + len(view.prefilling)
@@ -385,7 +385,7 @@ class NoEvictPolicy:
                 if not view.chunked_prefill:
                     break  # it waits for a step with room for all of it
                 n = budget
-            free -= -(-(c + n - shared[rid]) // bs)
+            free -= -(-(c + n - spared[rid]) // bs)
             spare -= life
             self.promised += life
             self.life[rid] = life
