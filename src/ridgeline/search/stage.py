@@ -36,7 +36,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.simulate import report
 from ridgeline.simulate.engine import EngineConfig
 from ridgeline.simulate.plan import judge_run
-from ridgeline.simulate.run import mean_tokens, simulate
+from ridgeline.simulate.run import engine_config, mean_tokens, simulate
 from ridgeline.simulate.workload import Trace, Workload, make_requests, request_columns
 
 # name -> Arrow type; the order is the file's. Nulls: the latencies of an error row, a TPOT
@@ -173,18 +173,11 @@ def run_means(ctx: Context, task: Task) -> tuple[float, float]:
 
 
 def engine(ctx: Context, task: Task) -> EngineConfig:
-    d = ctx.deployments[task.deployment]
-    sched = d.engine.scheduler if d.engine is not None else None
-    return EngineConfig(
-        task.max_num_seqs,
-        task.max_num_batched_tokens,
-        ctx.block_tokens,
-        ctx.gpu_memory_utilization,
-        True,
-        sched.policy if sched is not None else "vllm",
-        task.chunked_prefill,
-        sched is not None and sched.prefix_caching,
-    )
+    """The point's knobs over its engine profile's scheduler (policy, prefix caching)."""
+    return engine_config(
+        ctx.deployments[task.deployment], task.max_num_seqs, task.max_num_batched_tokens,
+        ctx.block_tokens, ctx.gpu_memory_utilization, chunked_prefill=task.chunked_prefill,
+    )  # fmt: skip
 
 
 def point_row(ctx: Context, task: Task) -> dict[str, Any]:

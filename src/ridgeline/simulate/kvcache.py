@@ -40,7 +40,7 @@ class KvCache:
     blocks: int
     room_bytes_per_gpu: float  # usable - weights - activations - overhead
     bytes_per_token_per_gpu: float  # of the layers a block pages
-    paged_layers: int = 0  # the layers a block pages (0: every layer, and no window held apart)
+    paged_layers: int = 0  # the layers a block pages (read only when windows are held apart)
     windows: tuple[tuple[int, int], ...] = ()  # the sliding groups held apart: (layers, window)
 
     @property
@@ -84,7 +84,7 @@ def kv_cache(
     g = p.per_gpu
     room = g.usable_bytes - g.weight_bytes - g.activation_bytes - g.overhead_bytes
     paged, windows = paged_layers(m.arch)
-    per_token = ledger.kv_bytes_per_token(m.arch, m.prec) * (paged or m.arch.layers) / m.arch.layers
+    per_token = ledger.kv_bytes_per_token(m.arch, m.prec) * paged / m.arch.layers
     per_token *= parallel.kv_share_per_gpu(m.arch, m.par)
     blocks = int(room // (block_tokens * per_token)) if room > 0 else 0
     if blocks <= 0:
@@ -105,10 +105,11 @@ def kv_cache(
 
 
 def paged_layers(arch: Architecture) -> tuple[int, tuple[tuple[int, int], ...]]:
-    """The global layers a block pages and the sliding groups (layers, window) each request
-    holds apart; (0, ()) when a block pages every layer (all global, or none)."""
+    """The layers a block pages, and the sliding groups (layers, window) each request holds
+    apart: the global layers and the rest, or every layer and none when all are global or
+    none is."""
     groups = arch.window_groups()
     paged = sum(n for n, w in groups if not w)
     if not paged or paged == arch.layers:
-        return 0, ()
+        return arch.layers, ()
     return paged, tuple((n, w) for n, w in groups if w)
