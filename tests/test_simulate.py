@@ -21,9 +21,12 @@ from ridgeline.calibration import Calibration
 from ridgeline.deployment import Deployment
 from ridgeline.errors import RidgelineError
 from ridgeline.simulate import EngineConfig, Lengths, Trace, Workload, simulate
+from ridgeline.simulate.engine import Engine
 from ridgeline.simulate.kvcache import kv_cache
-from ridgeline.simulate.run import Result
+from ridgeline.simulate.requests import DECODE
+from ridgeline.simulate.run import Result, hold_apart
 from ridgeline.simulate.steptime import DecodeRun, StepModel
+from ridgeline.simulate.workload import make_requests
 
 REL = 1e-9
 
@@ -174,6 +177,62 @@ def test_jumping_gives_the_stepping_timeline(workload: Workload, engine: str | N
         a, b = np.asarray(getattr(jumped.reqs, key)), np.asarray(getattr(stepped.reqs, key))
         np.testing.assert_allclose(a, b, rtol=REL)
     assert jumped.reqs.preemptions == stepped.reqs.preemptions
+
+
+SHORT_AND_LONG = Workload(  # prompts on both sides of gpt-oss's 128-token window
+    prompt=Lengths("lognormal", 120, 0.8),
+    output=Lengths("uniform", 300),
+    rate_per_s=40,
+    requests=400,
+    duration_s=None,
+)
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [SHORT_AND_LONG, dataclasses.replace(SHORT_AND_LONG, rate_per_s=None, concurrency=256)],
+    ids=["open", "closed"],
+)
+@pytest.mark.parametrize("engine", [None, "vllm"])
+def test_a_sliding_window_model_jumps_to_the_stepping_timeline(
+    workload: Workload, engine: str | None
+) -> None:
+    """gpt-oss-20b's sliding layers bend each decoder's terms at context 128: a run of
+    decode steps ends where a decoder comes of age, and the jumped timeline is the stepped one."""
+    m = Deployment.build(model="gpt-oss-20b", gpu="h100-sxm", weights="fp4", engine=engine)
+    cfg = EngineConfig(gpu_memory_utilization=0.9)
+    jumped = simulate(m, workload=workload, engine=cfg)
+    stepped = simulate(m, workload=workload, engine=dataclasses.replace(cfg, jump=False))
+    assert sum(jumped.engines[0].trace.steps) == sum(stepped.engines[0].trace.steps)
+    assert len(jumped.engines[0].trace.steps) < len(stepped.engines[0].trace.steps)
+    for key in ("arrival_s", "admit_s", "first_s", "finish_s"):
+        a, b = np.asarray(getattr(jumped.reqs, key)), np.asarray(getattr(stepped.reqs, key))
+        np.testing.assert_allclose(a, b, rtol=REL)
+
+
+def test_a_windows_totals_are_the_sum_over_its_decoders() -> None:
+    """Mid-run, each window group's attended pairs and cached tokens are the ledger's
+    per-decoder terms summed over the decoders' contexts (step - base)."""
+    m = Deployment.build(model="gpt-oss-20b", gpu="h100-sxm", weights="fp4")
+    kv = kv_cache(m)
+    reqs = make_requests(SHORT_AND_LONG, m.arch.max_context, kv.block_tokens, m.arch.name)
+    hold_apart(reqs, 0, kv)
+    eng = Engine(reqs, StepModel(m), EngineConfig(), kv)
+    for rid in range(len(reqs)):
+        eng.add(rid)
+    checked = 0
+    for barrier in np.arange(0.5, 6.0, 0.5):
+        eng.run_until(barrier)
+        bases = [reqs.base[i] for i in range(len(reqs)) if reqs.state[i] == DECODE]
+        assert len(bases) == eng.n_decoding
+        contexts = np.array([eng.step - b for b in bases], dtype=float)
+        pairs, cached, growth = eng.decode_totals()
+        for g, (_, w) in enumerate(m.arch.window_groups()):
+            assert pairs[g] == float(np.sum(ledger.attended_pairs(1, contexts, w)))
+            assert cached[g] == float(np.sum(ledger.cached_tokens(contexts, w)))
+            assert growth[g] == (int(np.sum(contexts < w)) if w else len(bases))
+        checked += bool(len(bases)) and contexts.min() < 128 < contexts.max()
+    assert checked >= 3  # young and old decoders together, at several moments
 
 
 def test_littles_law_in_a_steady_state() -> None:

@@ -10,7 +10,10 @@ those whose base is congruent to s modulo the block size (a count per residue).
 Between an arrival, a completion and the moment the blocks would run out, the batch does not
 change and each roofline term grows linearly with the context: the run's time has a closed
 form (steptime.DecodeRun), so the engine jumps from event to event instead of stepping token
-by token. Models with sliding windows step (their terms bend at the window).
+by token. A sliding window w bends a decoder's terms once, at context w: before it, each
+step adds a token to what its sliding layers attend to and read; from it on, none. So each
+window keeps its young decoders (context < w) as a count and a sum of bases (`Young`), and a
+run also ends where the next of them comes of age.
 """
 
 from __future__ import annotations
@@ -33,6 +36,66 @@ from ridgeline.simulate.scheduler import POLICIES
 from ridgeline.simulate.steptime import DecodeRun, StepModel
 
 MAX_ITERATIONS = 100_000_000  # engine steps (or jumped runs) of one replica in one run
+
+
+class Young:
+    """The decoders still inside a sliding window w at step s (context s - base < w): their
+    count and the sum of their bases, so that the window's totals over every decoder are
+
+        attended pairs = young x s - sum(base) + young / 2 + w x (decoders - young)
+        cached tokens  = young x s - sum(base)            + w x (decoders - young)
+
+    (one new token at context c attends to c + 1/2 pairs and reads c tokens below w, w from
+    it on: ledger.attended_pairs, cached_tokens). A decoder comes of age at step base + w;
+    those of one step are kept together, in a heap by that step. Every call names the
+    current step, which never goes back."""
+
+    __slots__ = ("ages", "groups", "n", "sum_base", "window")
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.n = 0
+        self.sum_base = 0
+        self.groups: dict[int, list[int]] = {}  # step of age -> [count, sum of bases]
+        self.ages: list[int] = []  # heap of those steps
+
+    def age(self, s: int) -> None:
+        """Let every decoder of age by step s leave the young."""
+        ages, groups = self.ages, self.groups
+        while ages and ages[0] <= s:
+            count, bases = groups.pop(heapq.heappop(ages))
+            self.n -= count
+            self.sum_base -= bases
+
+    def join(self, base: int, s: int) -> None:
+        self.age(s)
+        at = base + self.window
+        if at <= s:
+            return
+        group = self.groups.get(at)
+        if group is None:
+            self.groups[at] = [1, base]
+            heapq.heappush(self.ages, at)
+        else:
+            group[0] += 1
+            group[1] += base
+        self.n += 1
+        self.sum_base += base
+
+    def leave(self, base: int, s: int) -> None:
+        self.age(s)
+        at = base + self.window
+        if at <= s:
+            return
+        group = self.groups[at]
+        group[0] -= 1
+        group[1] -= base
+        self.n -= 1
+        self.sum_base -= base
+
+    def next_age(self) -> float:
+        """The next step at which a decoder comes of age (after the last `age`), or inf."""
+        return self.ages[0] if self.ages else math.inf
 
 
 @dataclass(frozen=True)
@@ -130,7 +193,6 @@ class Engine:
         self.sum_base = 0
         self.sum_end = 0  # the decoders' prompt + output: the contexts at which they finish
         self.cnt = [0] * self.block_tokens  # decoders per base residue
-        self.dec_base: dict[int, int] = {}  # decoders' bases (sliding-window models read them)
         self.ends: list[tuple[int, int]] = []  # heap of (last step, request)
         self.victims: list[tuple[int, int]] = []  # heap of (-admission, request) of decoders
         self.admitted = 0
@@ -157,7 +219,10 @@ class Engine:
         self.by_tokens = model.by_tokens
         self.pair_s0 = model.pair_s[0]
         self.cached_s0 = model.cached_s[0]
-        self.jump = cfg.jump and self.fast
+        # each window group's young decoders (none for a global group)
+        self.young = [Young(w) if w else None for w in model.windows]
+        self.windowed = not model.global_only
+        self.jump = cfg.jump and model.exact
         self.policy: Policy = POLICIES[cfg.policy]()
         self.schedule = self.policy.schedule if self.cached is None else self.schedule_finding_cached
         # where a preempted request rejoins the queue, and how many decode steps may pass
@@ -354,7 +419,7 @@ class Engine:
             self.record(dt, 1, tokens, pairs, cached)
         else:
             if decode:
-                group_pairs, group_cached = self.decode_totals()
+                group_pairs, group_cached, _ = self.decode_totals()
             else:
                 group_pairs, group_cached = [0.0] * len(model.windows), [0.0] * len(model.windows)
             for rid, new, c in chunks:
@@ -380,20 +445,25 @@ class Engine:
             if done == target[rid]:
                 self.prefilled(rid, t1)
 
-    def decode_totals(self) -> tuple[list[float], list[float]]:
-        """Attended pairs and cached tokens of the decoders, per window group (the sliding
-        windows bend each term, so every context counts)."""
-        import numpy as np
-
-        n = self.n_decoding
-        windows = self.model.windows
-        if not n:
-            return [0.0] * len(windows), [0.0] * len(windows)
-        context = self.step - np.fromiter(self.dec_base.values(), dtype=float, count=n)
-        return (
-            [float(np.sum(attended_pairs(1, context, w))) for w in windows],
-            [float(np.sum(cached_tokens(context, w))) for w in windows],
-        )
+    def decode_totals(self) -> tuple[list[float], list[float], list[int]]:
+        """Attended pairs and cached tokens of the decoders at this step, per window group,
+        and how many tokens a step adds to each (the decoders, or a window's young ones)."""
+        n, s = self.n_decoding, self.step
+        total = n * s - self.sum_base  # every decoder's context
+        pairs, cached, growth = [], [], []
+        for young in self.young:
+            if young is None:
+                pairs.append(total + n / 2)
+                cached.append(float(total))
+                growth.append(n)
+                continue
+            young.age(s)
+            inside = young.n * s - young.sum_base
+            beyond = young.window * (n - young.n)
+            pairs.append(inside + young.n / 2 + beyond)
+            cached.append(float(inside + beyond))
+            growth.append(young.n)
+        return pairs, cached, growth
 
     def record(self, dt: float, steps: int, tokens: int, pairs: float, cached: float) -> None:
         self.iterations += 1
@@ -410,8 +480,10 @@ class Engine:
         p(pairs)
         c(cached)
 
-    def record_groups(self, dt: float, tokens: int, pairs: list[float], cached: list[float]) -> None:
-        self.record(dt, 1, tokens, pairs[0], cached[0])
+    def record_groups(
+        self, dt: float, tokens: int, pairs: list[float], cached: list[float], steps: int = 1
+    ) -> None:
+        self.record(dt, steps, tokens, pairs[0], cached[0])
         if not self.tracing:
             return
         for g in range(1, len(pairs)):
@@ -421,18 +493,31 @@ class Engine:
     # --- a run of decode steps in closed form ------------------------------------------------
     def decode_run_or_step(self, barrier: float) -> None:
         """Decode-only from here: leap over the run of identical steps up to the next
-        completion, the blocks left, and the first step that would start at or after the
-        next arrival (when the queue is empty; a blocked queue stays blocked until a
-        completion, unless the policy's quiet_steps says sooner) or the barrier. Step 0's
-        blocks are already reserved."""
+        completion, the blocks left, the first step that would start at or after the next
+        arrival (when the queue is empty; a blocked queue stays blocked until a completion,
+        unless the policy's quiet_steps says sooner) or the barrier, and the next decoder
+        to come of age in a sliding window. Step 0's blocks are already reserved."""
         n = self.n_decoding
         s = self.step
-        mean = (n * s - self.sum_base) / n
-        pairs = n * attended_pairs(1, mean, 0)
-        cached = n * cached_tokens(mean, 0)
-        c0, m0, f0 = self.by_tokens.get(n) or self.model.at_tokens(n)
-        compute = c0 + self.pair_s0 * pairs
-        memory = m0 + self.cached_s0 * cached
+        if self.windowed:
+            pairs_g, cached_g, growth = self.decode_totals()
+            c0, m0, f0 = self.model.terms(n, pairs_g, cached_g)
+            model = self.model
+            grow_c = sum(a * g for a, g in zip(model.pair_s, growth, strict=True))
+            grow_m = sum(b * g for b, g in zip(model.cached_s, growth, strict=True))
+            compute, memory = c0, m0
+            k_age = min(y.next_age() for y in self.young if y is not None) - s
+        else:
+            mean = (n * s - self.sum_base) / n
+            pairs = n * attended_pairs(1, mean, 0)
+            cached = n * cached_tokens(mean, 0)
+            c0, m0, f0 = self.by_tokens.get(n) or self.model.at_tokens(n)
+            compute = c0 + self.pair_s0 * pairs
+            memory = m0 + self.cached_s0 * cached
+            # the lines' growth a step: the pairs' and cached tokens' growth at each slope
+            grow_c = self.pair_s0 * (n * attended_pairs(1, mean + 1, 0) - pairs)
+            grow_m = self.cached_s0 * (n * cached_tokens(mean + 1, 0) - cached)
+            k_age = math.inf
         dt = (compute if compute > memory else memory) + f0  # step 0
         r = self.reqs
         ends = self.ends
@@ -442,6 +527,8 @@ class Engine:
             heapq.heappop(ends)  # stale: preempted since
             last, rid = ends[0]
         k = last - s + 1
+        if k > k_age:
+            k = int(k_age)
         if k > 1:
             delta = barrier - self.t
             if not self.waiting and self.next < len(self.pending):
@@ -455,15 +542,7 @@ class Engine:
             if k > 1 and self.waiting and self.quiet_steps is not None:
                 k = self.quiet_steps(self, k)  # the policy may admit the queue's head sooner
         if k > 1:
-            # the run's two lines through step 0 (its terms) and their growth a step: the
-            # pairs' and cached tokens' growth at each line's slope
-            run = DecodeRun(
-                compute,
-                self.pair_s0 * (n * attended_pairs(1, mean + 1, 0) - pairs),
-                memory,
-                self.cached_s0 * (n * cached_tokens(mean + 1, 0) - cached),
-                f0,
-            )
+            run = DecodeRun(compute, grow_c, memory, grow_m, f0)  # the run's two lines
             if delta < math.inf:
                 k, elapsed = run.steps_and_elapsed(delta, k)
             else:
@@ -473,10 +552,17 @@ class Engine:
                 fresh = self.blocks_over(1, k)
                 self.free_blocks -= fresh
                 self.taken += fresh
+        if self.windowed:  # each group's terms at the run's middle step: their mean over it
+            mid = (k - 1) / 2.0
+            pairs_g = [p + g * mid for p, g in zip(pairs_g, growth, strict=True)]
+            cached_g = [c + g * mid for c, g in zip(cached_g, growth, strict=True)]
+            self.record_groups(dt, n, pairs_g, cached_g, k)
+        else:
+            if k > 1:
                 mean += (k - 1) / 2.0
                 pairs = n * attended_pairs(1, mean, 0)
                 cached = n * cached_tokens(mean, 0)
-        self.record(dt, k, n, pairs, cached)
+            self.record(dt, k, n, pairs, cached)
         t = self.t + dt
         self.t = t
         self.step = s + k
@@ -537,8 +623,10 @@ class Engine:
         self.sum_base += base
         self.sum_end += r.prompt[rid] + r.output[rid]
         self.cnt[base % self.block_tokens] += 1
-        if not self.fast:
-            self.dec_base[rid] = base
+        if self.windowed:
+            for young in self.young:
+                if young is not None:
+                    young.join(base, s)
         heapq.heappush(self.ends, (s + left - 1, rid))
         heapq.heappush(self.victims, (-r.seq[rid], rid))
         if len(self.victims) > 2 * self.n_decoding + 64:
@@ -588,8 +676,10 @@ class Engine:
         self.sum_base -= base
         self.sum_end -= r.prompt[rid] + r.output[rid]
         self.cnt[base % self.block_tokens] -= 1
-        if not self.fast:
-            del self.dec_base[rid]
+        if self.windowed:
+            for young in self.young:
+                if young is not None:
+                    young.leave(base, self.step)
 
     def complete_decodes(self, s: int, t: float) -> None:
         """Decoders whose last step was s finish at t and free their blocks."""
