@@ -204,6 +204,16 @@ class Architecture:
         """All routed-expert parameters, the part of a MoE model a step reads selectively."""
         return self.moe_layers * self.experts * self.expert_params
 
+    def mixed_bytes_per_param(self, bits: float, part: str) -> float:
+        """Bytes per parameter of a checkpoint that stores `part` in `bits` per weight (its
+        scales included) and every other parameter in bf16: `experts` (the routed experts:
+        gpt-oss's MXFP4) or `linear` (all but the embedding and the lm_head: FP8, AWQ, GPTQ)."""
+        if part == "experts":
+            quantised = self.routed_expert_params
+        else:
+            quantised = self.parameters - self.embedding_params - self.lm_head_params
+        return (quantised * bits / 8.0 + (self.parameters - quantised) * 2.0) / self.parameters
+
 
 MAX_PARAMETERS = 10**15  # 500 times the largest published model (about 2e12)
 

@@ -5,9 +5,19 @@ sliding-window layers, head dim not hidden/heads); Mixtral, Qwen-MoE and gpt-oss
 (mixture of experts); DeepSeek-V2/V3 (multi-head latent attention, shared experts,
 the first dense layers). Fields follow the transformers configuration classes,
 including their defaults when a field is omitted (tie_word_embeddings defaults to true).
+
+A checkpoint stored quantised says so in its `quantization_config`; its stored mix becomes
+the model's own weights (`--weights file`, the default), as a GGUF's does:
+    mxfp4        the routed experts in 4 bits + an 8-bit scale per 32 (4.25 bits; gpt-oss)
+    fp8          every matmul weight in 8 bits + an fp32 scale per weight_block_size block
+                 (DeepSeek-V3's 128 x 128), the embedding and the lm_head in bf16
+    awq, gptq    every matmul weight in `bits` + an fp16 scale and a `bits` zero per group
+Other methods leave the weights to --weights (bf16 unless given).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from ridgeline.architecture import Architecture, check_sizes
 from ridgeline.errors import RidgelineError
@@ -191,7 +201,47 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
         **fields,
     )
     validate(arch, where)
-    return arch
+    mix = stored_mix(cfg.get("quantization_config"), arch, where)
+    return arch if mix is None else replace(arch, file_bytes_per_param=mix)
+
+
+def stored_mix(quant: Any, arch: Architecture, where: str) -> float | None:
+    """Bytes per parameter of a checkpoint its quantization_config describes, or None when
+    it names no method read here."""
+    if not isinstance(quant, dict):
+        return None
+    method = str(quant.get("quant_method", "")).lower()
+    part = "linear"
+    if method == "mxfp4":
+        bits = 4.0 + 8.0 / 32
+        part = "experts" if arch.is_moe else "linear"
+    elif method == "fp8":
+        block = quant.get("weight_block_size")  # none: one scale a tensor, nothing to count
+        if block is not None and not (
+            isinstance(block, list) and len(block) == 2 and all(_whole(b, 1, MAX_FIELD) for b in block)
+        ):
+            raise RidgelineError(
+                f"{where}: quantization_config.weight_block_size must be two positive integers, "
+                f"got {block!r:.80}"
+            )
+        bits = 8.0 + (32.0 / (block[0] * block[1]) if block else 0.0)
+    elif method in ("awq", "gptq"):
+        width, group = quant.get("bits", 4), quant.get("group_size", 128)
+        if not _whole(width, 2, 8):
+            raise RidgelineError(f"{where}: quantization_config.bits must be 2 to 8, got {width!r:.80}")
+        if not (_whole(group, -1, -1) or _whole(group, 1, MAX_FIELD)):
+            raise RidgelineError(
+                f"{where}: quantization_config.group_size must be a positive integer or -1, got {group!r:.80}"
+            )
+        bits = width + ((16.0 + width) / group if group > 0 else 0.0)
+    else:
+        return None
+    return arch.mixed_bytes_per_param(bits, part)
+
+
+def _whole(value: Any, lo: int, hi: int) -> bool:
+    """An integer (not a bool) from lo to hi."""
+    return isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
 
 
 def validate(arch: Architecture, where: str) -> None:

@@ -2,9 +2,10 @@
 
 Every command that takes a deployment takes it with these options and builds it with
 `deployment()`, so `estimate`, `ops`, `simulate`, `plan`, `compare` and `fit` mean the same
-by the same flag, with the same defaults (a .gguf model's weights are its own stored mix
-everywhere). Old spellings (`--prompt`, `--output`, `--slo-ttft`, ...) still work: `main()`
-rewrites them (`canonical`), and they stay out of --help.
+by the same flag, with the same defaults (the weights of a .gguf, or of a checkpoint stored
+quantised, are its own stored mix everywhere). Old spellings (`--prompt`, `--output`,
+`--slo-ttft`, ...) still work: `main()` rewrites them (`canonical`), and they stay out of
+--help.
 
 Output length, one convention: `--output-tokens M` counts the tokens after the first, one
 per decode step. The prefill emits the first token, so a request of M returns M + 1 tokens
@@ -70,7 +71,7 @@ class Shared:
         None,
         "--weights",
         "-w",
-        help="bf16, fp8, int8, int4, int4-g128, or file (default: a .gguf's own stored mix, else bf16).",
+        help="bf16, fp8, int8, int4, int4-g128, or file (default: the model's own stored mix, else bf16).",
     )
     MATHS = option("bf16", "--maths", help="Arithmetic dtype: bf16 or fp8 (at the fp8 peak).")
     KV_DTYPE = option("bf16", "--kv-dtype", help="KV-cache dtype: bf16, fp8 or int8.")

@@ -152,8 +152,8 @@ def priors() -> dict[str, EngineProfile]:
 
 # Weight formats that quantise only part of a model: the bytes per weight of the whole.
 MIXED = {
-    "int4-g128-bf16-embed": (4.0 + 16.0 / 128 + 4.0 / 128, "embeddings"),  # AWQ/GPTQ: scale + zero per 128
-    "int8-g128-bf16-embed": (8.0 + 16.0 / 128 + 8.0 / 128, "embeddings"),
+    "int4-g128-bf16-embed": (4.0 + 16.0 / 128 + 4.0 / 128, "linear"),  # AWQ/GPTQ: scale + zero per 128
+    "int8-g128-bf16-embed": (8.0 + 16.0 / 128 + 8.0 / 128, "linear"),
     "mxfp4-experts": (4.25, "experts"),  # MXFP4 on the routed experts only
 }
 
@@ -164,11 +164,7 @@ def deployment(row: Row, profile: EngineProfile | None) -> Deployment:
     arch = get_model(row.model)
     weights = row.weights
     if weights in MIXED:
-        bits, part = MIXED[weights]
-        embed = arch.vocab * arch.hidden * (1 if arch.tied_embeddings else 2)
-        quantised = arch.routed_expert_params if part == "experts" else arch.parameters - embed
-        per_param = (quantised * bits / 8 + (arch.parameters - quantised) * 2.0) / arch.parameters
-        arch = replace(arch, file_bytes_per_param=per_param)
+        arch = replace(arch, file_bytes_per_param=arch.mixed_bytes_per_param(*MIXED[weights]))
         weights = "file"
     return Deployment.build(
         arch, row.gpu, weights=weights, maths=row.maths, kv_dtype=row.kv, tp=row.tp, engine=profile

@@ -25,7 +25,7 @@ TITLE = "Prefill vs decode: time to first token and tokens per second"
 
 def deployment(f: Figures) -> str:
     """ "Llama 3.1 8B on one H100 in BF16"."""
-    weights = "its GGUF's own weights" if f.weights == "file" else f.weights.upper()
+    weights = "its checkpoint's own weights" if f.weights == "file" else f.weights.upper()
     return f"{f.model} on {spoken_gpus(f.gpus, f.gpu)} in {weights}"
 
 

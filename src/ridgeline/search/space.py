@@ -3,7 +3,7 @@
     gpu        accelerators (`ridgeline gpus`); default every one with a price
     tp         tensor-parallel GPUs; default 1, 2, 4, 8
     pp, ep     pipeline stages, expert-parallel GPUs; default 1
-    weights    default bf16, fp8, int4-g128 (a .gguf model: its own stored mix)
+    weights    default bf16, fp8, int4-g128 (a .gguf, or a checkpoint stored quantised: its own stored mix)
     maths      default bf16, fp8 (fp8 maths runs fp8 weights: W8A8; the rest compute in bf16)
     kv_dtype   default bf16, fp8
     engine     engine profiles (`ridgeline engines`); default every one
@@ -311,7 +311,7 @@ def make_space(
     defaults = dict(DEFAULTS)
     defaults["gpu"] = ("all",)
     defaults["engine"] = ("all",)
-    if arch.file_bytes_per_param is not None:  # a .gguf: its own stored mix
+    if arch.file_bytes_per_param is not None:  # a .gguf or a quantised checkpoint: its own stored mix
         defaults["weights"] = ("file",)
     values: dict[str, tuple[Any, ...]] = {}
     for name, flag in FLAGS.items():
