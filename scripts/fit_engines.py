@@ -79,6 +79,22 @@ def provenance(result: dict[str, Any], prior: EngineProfile) -> dict[str, str]:
     return out
 
 
+def fixed(prior: EngineProfile) -> dict[str, str]:
+    """Where the numbers the fit leaves alone come from, when a profile sets them."""
+    out = {}
+    if prior.sampler_bytes:
+        out["sampler_bytes"] = (
+            f"fixed {prior.sampler_bytes:.4g}: the bytes a logit its memory profiling's sampler "
+            "holds (priors.toml)"
+        )
+    if prior.repacked_experts != 1.0:
+        out["repacked_experts"] = (
+            f"fixed {prior.repacked_experts:.4g}: gpt-oss-120b's resident bytes in a load log against "
+            "its checkpoint's (priors.toml)"
+        )
+    return out
+
+
 def _span(ids: list[str]) -> str:
     return ", ".join(ids) if len(ids) <= 6 else ", ".join(ids[:5]) + f", … {ids[-1]}"
 
@@ -116,7 +132,7 @@ def main() -> None:
         mine = fit.bands(res["held_out"], [r for r in rows.values() if r.engine == name])
         counts = {g: sum(1 for rid in res["held_out"] if rows[rid].regime == g) for g in mine}
         band = {g: (mine[g] if counts.get(g, 0) >= MIN_BAND_ROWS else _pooled(pooled[g])) for g in pooled}
-        prov = provenance(res, prior)
+        prov = {**provenance(res, prior), **fixed(prior)}
         for g in band:
             source = (
                 f"{counts.get(g, 0)} held-out rows of {name}"

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ridgeline import Deployment
 from ridgeline.cli import main
 from ridgeline.engines import engines
+from ridgeline.memory import stored_weight_bytes_per_gpu
+from ridgeline.simulate.kvcache import kv_cache
 
 # Llama 3.1 8B (its config.json): 8,030,261,248 parameters, 32 layers, 8 KV heads of 128, an
 # untied embedding table of 128,256 x 4,096 that an engine only looks up.
@@ -294,6 +298,8 @@ def test_a_perfect_engine_from_a_file_is_the_ideal_roofline_of_what_an_engine_ru
         (PERFECT + "overhead = { graph_max_seqs = -1 }\n", "overhead.graph_max_seqs"),
         (PERFECT + 'scheduler = { chunked_prefill = "off" }\n', "chunked_prefill must be true or false"),
         (PERFECT + "scheduler = { prefix_caching = 1 }\n", "prefix_caching must be true or false"),
+        (PERFECT.replace("kv = 1.0 }", "kv = 1.0, sampler_bytes = -1.0 }"), "memory.sampler_bytes"),
+        (PERFECT.replace("kv = 1.0 }", "kv = 1.0, repacked_experts = 0.5 }"), "memory.repacked_experts"),
     ],
 )
 def test_a_bad_profile_is_one_line_and_status_2(
@@ -709,3 +715,40 @@ def test_a_matmul_share_outside_zero_to_one_is_one_line_and_status_2(
     assert main(["estimate", "--gpu", "measured", "--gpu-file", gpus]) == 2
     err = capsys.readouterr().err
     assert "matmul_share" in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_vllm_sets_its_samplers_sort_aside_on_every_gpu(tp: int) -> None:
+    """vLLM's memory profiling samples max_num_seqs sequences with top-k and top-p: about 26
+    bytes a logit on every GPU, where the plan otherwise keeps one fp32 copy split over TP.
+    gpt-oss-120b (201,088 logits a sequence), 1,024 sequences."""
+    vllm = engines()["vllm"]
+    plain = replace(vllm, sampler_bytes=0.0)
+
+    def room(p: Any) -> float:
+        d = Deployment.build("gpt-oss-120b", "h200", tp=tp, engine=p)
+        return kv_cache(d, max_num_seqs=1024, max_num_batched_tokens=8192).room_bytes_per_gpu
+
+    assert room(plain) - room(vllm) == pytest.approx(1024 * 201_088 * (26 - 4 / tp), rel=1e-9)
+
+
+def test_vllm_holds_mxfp4_experts_repacked_before_hopper_and_as_stored_on_it() -> None:
+    """vLLM issue 23278's load log: gpt-oss-120b resident in 65.9651 GiB through Marlin,
+    against OpenAI's 60.8 GiB checkpoint. An A100 holds that; an H100 the checkpoint; a
+    dense model or 16-bit weights hold what they store."""
+
+    def held(model: str, gpu: str, **kw: Any) -> tuple[float, float]:
+        with_engine = stored_weight_bytes_per_gpu(Deployment.build(model, gpu, engine="vllm", **kw))
+        return with_engine, stored_weight_bytes_per_gpu(Deployment.build(model, gpu, **kw))
+
+    repacked, stored = held("gpt-oss-120b", "a100-80gb-sxm")
+    assert repacked / GIB == pytest.approx(65.9651, rel=1e-3)
+    assert stored / GIB == pytest.approx(60.8, rel=5e-3)
+    hopper, stored = held("gpt-oss-120b", "h100-sxm")
+    assert hopper == stored
+    for model, kw in (("gpt-oss-120b", {"weights": "bf16"}), ("llama-3.1-8b", {"weights": "int4-g128"})):
+        with_engine, alone = held(model, "a100-80gb-sxm", **kw)
+        assert with_engine == alone

@@ -209,6 +209,8 @@ class EngineProfile:
     expert_half_width: float = 0.0  # the expert width at which its matmuls reach half their rate (0: none)
     graph: float = 1.0  # the share of the per-layer cost a decode step captured as a CUDA graph pays
     graph_max_seqs: int = 0  # the largest decode batch the engine captures (0: none)
+    sampler_bytes: float = 0.0  # bytes a logit its memory profile sets aside on every GPU (0: the plan's)
+    repacked_experts: float = 1.0  # 4-bit routed experts held unpacked weight-only, before async MMA
     runs_on: tuple[str, ...] = ()  # the accelerator vendors it supports; empty: any
     uncertainty: dict[str, tuple[float, float]] = field(default_factory=dict)  # regime -> (p10, p90)
     source: str = ""
@@ -263,6 +265,15 @@ class EngineProfile:
         if FORMAT_BITS[fmt] >= BITS[maths]:
             return 1.0
         return self.dequant.get(fmt, 1.0) * (self.dequant_async if async_mma else 1.0)
+
+    def resident_expert_factor(self, d: Deployed) -> float:
+        """What a MoE's routed experts hold in memory against their stored bytes: more when
+        they are 4-bit weights the engine unpacks weight-only on a part without asynchronous
+        MMA (vLLM serves MXFP4 there through Marlin), else as stored."""
+        if self.repacked_experts == 1.0 or not d.arch.is_moe or d.hw.async_mma:
+            return 1.0
+        fmt = weight_format(8.0 * weight_bytes_per_param(d.arch, d.prec))
+        return self.repacked_experts if fmt == "w4" and FORMAT_BITS[fmt] < BITS[d.prec.maths] else 1.0
 
     def sinks_factor(self, a: Architecture, hw: Accelerator) -> float:
         """Attention with sinks (gpt-oss) against attention without (sinks_apart)."""
@@ -485,6 +496,8 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         },
         weights=weights,
         kv=_num(w, "memory.kv", memory.get("kv", weights["w16"]), _FRACTION),
+        sampler_bytes=_num(w, "memory.sampler_bytes", memory.get("sampler_bytes", 0.0), (0.0, 1024.0)),
+        repacked_experts=_num(w, "memory.repacked_experts", memory.get("repacked_experts", 1.0), (1.0, 4.0)),
         fixed_s=_num(w, "overhead.fixed_s", overhead.get("fixed_s", 0.0), _SECONDS),
         per_layer_s=_num(w, "overhead.per_layer_s", overhead.get("per_layer_s", 0.0), _SECONDS),
         per_sequence_s=_num(w, "overhead.per_sequence_s", overhead.get("per_sequence_s", 0.0), _SECONDS),
@@ -574,7 +587,15 @@ def profile_to_toml(p: EngineProfile) -> str:
                 "dequant_async": p.dequant_async,
             }
         ),
-        "memory = " + table({"weights": p.weights, "kv": p.kv}),
+        "memory = "
+        + table(
+            {
+                "weights": p.weights,
+                "kv": p.kv,
+                **({"sampler_bytes": p.sampler_bytes} if p.sampler_bytes else {}),
+                **({"repacked_experts": p.repacked_experts} if p.repacked_experts != 1.0 else {}),
+            }
+        ),
         "overhead = "
         + table(
             {

@@ -2,7 +2,10 @@
 
 Like vLLM, only a fraction of each GPU's memory is planned for (gpu_memory_utilization,
 0.9 by default); a fixed runtime overhead (CUDA context, workspaces, graphs) comes out of
-that. A plan fits when every GPU's share fits; it *serves* when the KV room left also
+that. A step's activations end in fp32 logits for each sequence, split over TP; under an
+engine profile whose memory profiling samples every sequence at once, its sampler's
+buffers on every GPU instead (sampler_bytes a logit: vLLM sorts them for top-k/top-p).
+A plan fits when every GPU's share fits; it *serves* when the KV room left also
 holds a modest continuous batch (8 sequences of the request's length by default), the
 lesson's "fitting is not enough".
 """
@@ -69,13 +72,14 @@ class MemoryPlan:
 
 
 def stored_weight_bytes_per_gpu(m: Deployment) -> float:
-    """Every weight the model stores (all experts, not only those a step reads), split as a
-    pass splits them."""
+    """Every weight the model holds (all experts, not only those a step reads), split as a
+    pass splits them. An engine may hold the routed experts in more bytes than they are
+    stored in (EngineProfile.resident_expert_factor)."""
     a = m.arch
-    expert_bytes = a.routed_expert_params * weight_bytes_per_param(a, m.prec)
-    share = gpu_share(
-        a, m.par, flops=0.0, weight_bytes=model_weight_bytes(a, m.prec), expert_weight_bytes=expert_bytes
-    )
+    stored = a.routed_expert_params * weight_bytes_per_param(a, m.prec)
+    expert_bytes = stored * (m.engine.resident_expert_factor(m) if m.engine is not None else 1.0)
+    weight_bytes = model_weight_bytes(a, m.prec) + expert_bytes - stored
+    share = gpu_share(a, m.par, flops=0.0, weight_bytes=weight_bytes, expert_weight_bytes=expert_bytes)
     return float(share.weight_bytes)
 
 
@@ -104,9 +108,12 @@ def plan(
     capacity = m.hw.memory_bytes
     usable = capacity * utilization
 
+    sampler = m.engine.sampler_bytes if m.engine is not None else 0.0
+
     def activations(b: int) -> float:
         chunk = min(b * context, MAX_BATCHED_TOKENS)
-        return activation_bytes_per_gpu(m, chunk) + b * a.vocab * 4 / par.tp
+        logits = b * a.vocab * sampler if sampler else b * a.vocab * 4 / par.tp
+        return activation_bytes_per_gpu(m, chunk) + logits
 
     def total(b: int) -> float:
         return w_gpu + b * kv_gpu_seq + activations(b) + overhead_bytes
