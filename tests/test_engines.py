@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ridgeline import Deployment
+from ridgeline import Deployment, memory
 from ridgeline.cli import main
 from ridgeline.engines import engines
 from ridgeline.memory import stored_weight_bytes_per_gpu
@@ -746,6 +746,8 @@ def test_vllm_holds_mxfp4_experts_repacked_before_hopper_and_as_stored_on_it() -
 
     repacked, stored = held("gpt-oss-120b", "a100-80gb-sxm")
     assert repacked / GIB == pytest.approx(65.9651, rel=1e-3)
+    whole = memory.plan(Deployment.build("gpt-oss-120b", "a100-80gb-sxm", engine="vllm"), 1000)
+    assert whole.weight_bytes == whole.per_gpu.weight_bytes == repacked  # one GPU holds it all
     assert stored / GIB == pytest.approx(60.8, rel=5e-3)
     hopper, stored = held("gpt-oss-120b", "h100-sxm")
     assert hopper == stored

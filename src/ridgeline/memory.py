@@ -71,15 +71,21 @@ class MemoryPlan:
         return self.suggestions[0] if self.suggestions else None
 
 
-def stored_weight_bytes_per_gpu(m: Deployment) -> float:
-    """Every weight the model holds (all experts, not only those a step reads), split as a
-    pass splits them. An engine may hold the routed experts in more bytes than they are
-    stored in (EngineProfile.resident_expert_factor)."""
+def resident_weight_bytes(m: Deployment) -> tuple[float, float]:
+    """Every weight the model holds, and the routed experts' part of it: what it stores,
+    or more where an engine holds the experts in more bytes than they are stored in
+    (EngineProfile.resident_expert_factor)."""
     a = m.arch
     stored = a.routed_expert_params * weight_bytes_per_param(a, m.prec)
     expert_bytes = stored * (m.engine.resident_expert_factor(m) if m.engine is not None else 1.0)
-    weight_bytes = model_weight_bytes(a, m.prec) + expert_bytes - stored
-    share = gpu_share(a, m.par, flops=0.0, weight_bytes=weight_bytes, expert_weight_bytes=expert_bytes)
+    return model_weight_bytes(a, m.prec) + expert_bytes - stored, expert_bytes
+
+
+def stored_weight_bytes_per_gpu(m: Deployment) -> float:
+    """Every weight the model holds (all experts, not only those a step reads), split as a
+    pass splits them."""
+    weight_bytes, expert_bytes = resident_weight_bytes(m)
+    share = gpu_share(m.arch, m.par, flops=0.0, weight_bytes=weight_bytes, expert_weight_bytes=expert_bytes)
     return float(share.weight_bytes)
 
 
@@ -101,7 +107,7 @@ def plan(
 ) -> MemoryPlan:
     """Memory for `batch` sequences of `context` tokens each (prompt + output)."""
     a, par = m.arch, m.par
-    weights = model_weight_bytes(a, m.prec)
+    weights = resident_weight_bytes(m)[0]
     kv_seq = float(kv_bytes(a, m.prec, context))
     kv_gpu_seq = kv_seq * kv_share_per_gpu(a, par)
     w_gpu = stored_weight_bytes_per_gpu(m)
