@@ -611,6 +611,23 @@ def test_a_pool_forks_only_while_its_process_runs_one_thread() -> None:
         assert alone == "spawn"
 
 
+def test_a_stored_mix_computes_in_the_maths_of_its_width() -> None:
+    """gpt-oss's checkpoint (MXFP4 experts, 4.5 bits a weight on average) is searched as
+    stored: bf16 maths only, not fp8 (W8A8 wants 8-bit weights); DeepSeek-V3's FP8
+    checkpoint computes in fp8 as well."""
+    for model, maths in (("gpt-oss-120b", {"bf16"}), ("deepseek-v3", {"bf16", "fp8"})):
+        arch = get_model(model)
+        space = make_space({"gpu": "h200", "tp": "8", "engine": "vllm", "replicas": "1"}, None, arch)
+        assert space.to_dict()["weights"] == ["file"]
+        w = Workload(
+            Lengths("fixed", 1000), Lengths("fixed", 100), rate_per_s=1.0, requests=50, duration_s=None
+        )
+        pruned = prune(space, arch, demand(w, arch.max_context, 16), metrics.Slo(ttft_s=10.0), None, 1.0)
+        assert {p.shape.maths for p in pruned.survivors} == maths
+        if maths == {"bf16"}:
+            assert "fp8 maths on the stored mix of weights" in pruned.notes["invalid"]
+
+
 # --- chunked prefill as an axis ---------------------------------------------------------------
 
 

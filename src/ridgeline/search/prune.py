@@ -44,7 +44,7 @@ from typing import Any
 from ridgeline import metrics
 from ridgeline.architecture import Architecture
 from ridgeline.deployment import Deployment
-from ridgeline.engines import EngineProfile, get_engine
+from ridgeline.engines import FORMAT_BITS, EngineProfile, get_engine, weight_format
 from ridgeline.errors import RidgelineError
 from ridgeline.hardware import Accelerator, get_accelerator
 from ridgeline.ledger import Pass
@@ -258,15 +258,25 @@ def label(s: Shape) -> str:
     return f"{s.gpu} {par} {s.weights}/{s.maths}/{s.kv_dtype} {s.engine}"
 
 
+def stored_width(arch: Architecture, weights: str) -> float:
+    """The width class of the weights a matmul streams (16, 8 or 4 bits): a dtype's own, or,
+    for a model's stored mix, its average's (gpt-oss's MXFP4 experts 4, DeepSeek-V3's FP8 8)."""
+    if weights == "file":  # none stored: the deployment says so when it is built
+        stored = arch.file_bytes_per_param
+        return 16.0 if stored is None else FORMAT_BITS[weight_format(8.0 * stored)]
+    return float(int(weight_bits(weights)))
+
+
 def build(
     arch: Architecture, shape: Shape, gpus: dict[str, Accelerator], profiles: dict[str, EngineProfile]
 ) -> Deployment:
     """The shape's deployment, or a RidgelineError saying why it is no configuration."""
     profiles[shape.engine].check_runs_on(gpus[shape.gpu])  # an engine's `runs_on` vendors
     bits = BITS[shape.maths]
-    if shape.weights != "file" and bits < 16 and int(weight_bits(shape.weights)) != bits:
+    if bits < 16 and stored_width(arch, shape.weights) != bits:
+        what = "the stored mix of" if shape.weights == "file" else f"{shape.weights}"
         raise RidgelineError(
-            f"{shape.maths} maths on {shape.weights} weights: an engine computes in {shape.maths} on weights "
+            f"{shape.maths} maths on {what} weights: an engine computes in {shape.maths} on weights "
             f"of that width (W8A8); wider or narrower weights compute in bf16"
         )
     return Deployment.build(
