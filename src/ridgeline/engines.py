@@ -113,6 +113,11 @@ def weight_format(bits_per_weight: float) -> str:
     return "w8" if bits_per_weight >= 6 else "w4"
 
 
+def stored_format(a: Architecture, prec: Precision) -> str:
+    """The class of the weights a model streams in a precision (a stored mix by its average)."""
+    return weight_format(8.0 * weight_bytes_per_param(a, prec))
+
+
 GIB = 2**30
 
 
@@ -272,7 +277,7 @@ class EngineProfile:
         MMA (vLLM serves MXFP4 there through Marlin), else as stored."""
         if self.repacked_experts == 1.0 or not d.arch.is_moe or d.hw.async_mma:
             return 1.0
-        fmt = weight_format(8.0 * weight_bytes_per_param(d.arch, d.prec))
+        fmt = stored_format(d.arch, d.prec)
         return self.repacked_experts if fmt == "w4" and FORMAT_BITS[fmt] < BITS[d.prec.maths] else 1.0
 
     def sinks_factor(self, a: Architecture, hw: Accelerator) -> float:
@@ -295,7 +300,7 @@ class EngineProfile:
         engine's as `engine_reach`, worked out once)."""
         v, vm = self.vendor_factor(d.hw.vendor_name), self.vendor_memory_factor(d.hw.vendor_name)
         maths, hw, bw = d.prec.maths, d.hw, d.hw.bandwidth_bytes_per_s
-        fmt = weight_format(8.0 * weight_bytes_per_param(d.arch, d.prec))
+        fmt = stored_format(d.arch, d.prec)
         unpack = self.dequant_factor(fmt, maths, hw.async_mma)
         full = hw.sustained(maths) * self.gemm_efficiency(maths) * v * unpack
         att = attention_maths(maths, d.prec.kv)  # attention's own dtype, not the weights'

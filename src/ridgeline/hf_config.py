@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ridgeline.architecture import Architecture, check_sizes
+from ridgeline.checks import check_size
 from ridgeline.errors import RidgelineError
 
 TYPE_CHECKING = False
@@ -217,31 +218,24 @@ def stored_mix(quant: Any, arch: Architecture, where: str) -> float | None:
         part = "experts" if arch.is_moe else "linear"
     elif method == "fp8":
         block = quant.get("weight_block_size")  # none: one scale a tensor, nothing to count
-        if block is not None and not (
-            isinstance(block, list) and len(block) == 2 and all(_whole(b, 1, MAX_FIELD) for b in block)
-        ):
-            raise RidgelineError(
-                f"{where}: quantization_config.weight_block_size must be two positive integers, "
-                f"got {block!r:.80}"
-            )
+        if block is not None:
+            if not (isinstance(block, list) and len(block) == 2):
+                raise RidgelineError(
+                    f"{where}: quantization_config.weight_block_size must be two positive integers, "
+                    f"got {block!r:.80}"
+                )
+            for b in block:
+                check_size(f"{where}: quantization_config.weight_block_size", b, 1, MAX_FIELD)
         bits = 8.0 + (32.0 / (block[0] * block[1]) if block else 0.0)
     elif method in ("awq", "gptq"):
-        width, group = quant.get("bits", 4), quant.get("group_size", 128)
-        if not _whole(width, 2, 8):
-            raise RidgelineError(f"{where}: quantization_config.bits must be 2 to 8, got {width!r:.80}")
-        if not (_whole(group, -1, -1) or _whole(group, 1, MAX_FIELD)):
-            raise RidgelineError(
-                f"{where}: quantization_config.group_size must be a positive integer or -1, got {group!r:.80}"
-            )
+        width = check_size(f"{where}: quantization_config.bits", quant.get("bits", 4), 2, 8)
+        group = quant.get("group_size", 128)
+        if group != -1 or isinstance(group, bool):  # -1: one scale a row, nothing to count
+            check_size(f"{where}: quantization_config.group_size (or -1)", group, 1, MAX_FIELD)
         bits = width + ((16.0 + width) / group if group > 0 else 0.0)
     else:
         return None
     return arch.mixed_bytes_per_param(bits, part)
-
-
-def _whole(value: Any, lo: int, hi: int) -> bool:
-    """An integer (not a bool) from lo to hi."""
-    return isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
 
 
 def validate(arch: Architecture, where: str) -> None:

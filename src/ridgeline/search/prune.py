@@ -44,11 +44,11 @@ from typing import Any
 from ridgeline import metrics
 from ridgeline.architecture import Architecture
 from ridgeline.deployment import Deployment
-from ridgeline.engines import FORMAT_BITS, EngineProfile, get_engine, weight_format
+from ridgeline.engines import FORMAT_BITS, EngineProfile, get_engine, stored_format
 from ridgeline.errors import RidgelineError
 from ridgeline.hardware import Accelerator, get_accelerator
 from ridgeline.ledger import Pass
-from ridgeline.precision import BITS, weight_bits
+from ridgeline.precision import BITS, make_precision
 from ridgeline.request import decode_time_s
 from ridgeline.search.space import AUTO_RUNGS, MAX_REPLICAS, Point, Shape, Space
 from ridgeline.simulate.engine import EngineConfig
@@ -261,10 +261,9 @@ def label(s: Shape) -> str:
 def stored_width(arch: Architecture, weights: str) -> float:
     """The width class of the weights a matmul streams (16, 8 or 4 bits): a dtype's own, or,
     for a model's stored mix, its average's (gpt-oss's MXFP4 experts 4, DeepSeek-V3's FP8 8)."""
-    if weights == "file":  # none stored: the deployment says so when it is built
-        stored = arch.file_bytes_per_param
-        return 16.0 if stored is None else FORMAT_BITS[weight_format(8.0 * stored)]
-    return float(int(weight_bits(weights)))
+    if weights == "file" and arch.file_bytes_per_param is None:
+        return 16.0  # no stored mix: building the deployment says so
+    return FORMAT_BITS[stored_format(arch, make_precision(weights))]
 
 
 def build(

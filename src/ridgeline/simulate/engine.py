@@ -500,12 +500,11 @@ class Engine:
         n = self.n_decoding
         s = self.step
         if self.windowed:
-            pairs_g, cached_g, growth = self.decode_totals()
-            c0, m0, f0 = self.model.terms(n, pairs_g, cached_g)
             model = self.model
+            pairs_g, cached_g, growth = self.decode_totals()
+            compute, memory, f0 = model.terms(n, pairs_g, cached_g)
             grow_c = sum(a * g for a, g in zip(model.pair_s, growth, strict=True))
             grow_m = sum(b * g for b, g in zip(model.cached_s, growth, strict=True))
-            compute, memory = c0, m0
             k_age = min(y.next_age() for y in self.young if y is not None) - s
         else:
             mean = (n * s - self.sum_base) / n
