@@ -2,8 +2,12 @@
 predicted and measured value and the signed error, in-sample and with the row's source left
 out of the fit; then the median and worst error by regime and by engine.
 
-Run: python benchmarks/accuracy.py [--rows] [--markdown] [--beyond] [--newer]   (the README's accuracy
-tables are its --markdown and --rows --markdown output, pasted by hand)
+Run: python benchmarks/accuracy.py [--rows] [--markdown] [--checks] [--beyond] [--newer]   (the
+README's accuracy tables are its --markdown and --rows --markdown output, pasted by hand)
+
+--checks does the same for the corpus's sources kept as independent checks (corpus.CHECKS:
+GPUStack's Qwen3-14B and Qwen3-32B pages), which no profile was fitted to: the fitted
+profile's prediction is their held-out one, and the summary adds each accelerator and model.
 
 --beyond predicts the cells of a corpus source's table that the corpus does not hold: the
 TensorRT-LLM 1.0 throughput table (perf-overview.md @00f37686): its FP8 cells for Llama 3.1
@@ -84,6 +88,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", action="store_true", help="print every row")
     ap.add_argument("--markdown", action="store_true", help="the tables as Markdown (--rows too)")
+    ap.add_argument("--checks", action="store_true", help="the sources kept as checks, never fitted")
     ap.add_argument("--beyond", action="store_true", help="the cells of a corpus table the corpus lacks")
     ap.add_argument("--newer", action="store_true", help="a newer TensorRT-LLM table, not in the corpus")
     args = ap.parse_args()
@@ -94,7 +99,7 @@ def main() -> None:
         newer()
         return
     t0 = time.perf_counter()
-    checked = report.check()
+    checked = report.check(corpus.check_rows() if args.checks else None)
     took = time.perf_counter() - t0
     if args.rows and args.markdown:
         print("| id | source | engine | kind | model | gpu | tp | measured | predicted | error | held out |")
@@ -117,6 +122,8 @@ def main() -> None:
     groups = [("all", checked)]
     groups += [(f"regime {k}", v) for k, v in report.by(checked, "regime").items()]
     groups += [(f"engine {k}", v) for k, v in report.by(checked, "engine").items()]
+    if args.checks:
+        groups += [(f"{key} {k}", v) for key in ("gpu", "model") for k, v in report.by(checked, key).items()]
     if args.markdown:
         print(
             "| rows | n | median \\|error\\| held out | worst held out | median in-sample | band coverage |"
