@@ -28,7 +28,7 @@ import csv
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ridgeline import _files
 from ridgeline.deployment import Deployment
@@ -37,6 +37,10 @@ from ridgeline.errors import RidgelineError
 from ridgeline.models import get_model
 from ridgeline.request import decode_time_s
 from ridgeline.step import prefill_step
+
+if TYPE_CHECKING:  # the simulator is imported where a row needs it, not with the corpus
+    from ridgeline.simulate.engine import EngineConfig
+    from ridgeline.simulate.workload import Lengths
 
 RATE_KINDS = ("ttft_rate", "tpot_rate", "e2e_rate")  # open-loop runs at a rate
 KINDS = (
@@ -267,7 +271,7 @@ def _simulate(row: Row, d: Deployment) -> dict[str, Any]:
     }
 
 
-def proven_utilization(d: Deployment, cfg: Any, longest: int) -> float:
+def proven_utilization(d: Deployment, cfg: EngineConfig, longest: int) -> float:
     """The share of memory a run's KV cache had at least: a run that served a request of
     `longest` tokens proves its cache held one. Where the memory plan leaves less (vLLM 0.11
     served 32,000-token prompts of Qwen3-32B on one H100, where the plan's reserve for
@@ -284,9 +288,10 @@ def proven_utilization(d: Deployment, cfg: Any, longest: int) -> float:
     return float(u + (short_bytes + 1.0) / d.hw.memory_bytes)  # a byte over, against rounding
 
 
-def _upper(spread: Any) -> int:
+def _upper(spread: Lengths) -> int:
+    """The longest length a spread draws (its mean for one without a longest)."""
     upper = spread.upper()
-    return int(upper if upper is not None else spread.mean)
+    return upper if upper is not None else spread.mean
 
 
 def _less(p50: float | None, offset_s: float) -> float | None:
