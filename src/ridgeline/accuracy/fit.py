@@ -48,6 +48,12 @@ STEP_HALVINGS = 5  # a step that raises the objective is halved, at most this of
 # each engine's own, with the shared part taking rho^2 of each prior's variance, made the
 # held-out error no better: median 10.9% at rho 0 and 0.35, 11.2% at 0.6, 12.3% at 0.85. The
 # engines' kernels differ more than the hardware they share.
+# A factor for each source's machine (its runs on one accelerator: its clocks, host and
+# build), fitted beside the profile with a prior of 1 and left out of every prediction, made
+# the held-out median 11.0% against 11.5% over 141 rows (11.4% with one factor a source), but
+# rows more than 40% off held out rose from 9 to 11, band coverage fell from 75% to 73%, and
+# the sources never fitted read no better (median 22.6% against 22.5%, 8 rows more than 40%
+# off against 6). The factors it found were within 12% of 1. Not kept.
 
 
 @dataclass(frozen=True)
