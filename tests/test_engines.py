@@ -254,6 +254,34 @@ def test_a_profiles_cuda_graphs_round_trip_through_its_toml(tmp_path: Path) -> N
     assert (plain.graph, plain.graph_max_seqs) == (1.0, 0)  # no graphs unless a profile says
 
 
+FRONTED = PERFECT + "overhead = { first_token_s = 0.03, front_end_s = { nim = 0.004 } }\n"
+
+
+def test_a_front_end_that_wraps_the_engine_has_its_own_first_token_cost(tmp_path: Path) -> None:
+    """first_token_s is the engine's own server's; behind NIM's front end a row pays
+    front_end_s.nim instead, and behind a front end the profile does not know, its own."""
+    from dataclasses import replace
+
+    from ridgeline.accuracy import corpus
+    from ridgeline.engines import get_engine, profile_to_toml
+
+    p = get_engine(write_profile(tmp_path, FRONTED))
+    assert (p.first_token_behind(""), p.first_token_behind("nim"), p.first_token_behind("other")) == (
+        0.03,
+        0.004,
+        0.03,
+    )
+    again = get_engine(write_profile(tmp_path, profile_to_toml(p), "again.toml"))
+    assert again.front_end_s == {"nim": 0.004}
+    assert "front_end_s" not in profile_to_toml(get_engine(write_profile(tmp_path, PERFECT, "plain.toml")))
+
+    nim = next(r for r in corpus.rows() if r.front_end == "nim" and r.kind == "ttft_load")
+    own = replace(nim, front_end="")
+    assert nim.http and nim.unit == "ms"
+    gap_ms = corpus.predict(own, p) - corpus.predict(nim, p)
+    assert gap_ms == pytest.approx((0.03 - 0.004) * 1e3, rel=1e-9)
+
+
 def test_every_built_in_engine_is_slower_than_the_roofline(capsys: pytest.CaptureFixture[str]) -> None:
     ideal = run_json(capsys, "estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--preset", "ideal")
     for name in ("vllm", "sglang", "trtllm", "llamacpp"):

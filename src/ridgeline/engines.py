@@ -49,6 +49,8 @@ and falls short of the roofline for reasons each of which has a physical term he
                        kernel by kernel)
     a collective     = latency[link] + bytes / (link bandwidth x link_efficiency)
     first token      = + first_token_s                                (HTTP, tokenization, queueing)
+                       (behind another front end than the engine's own server, NIM's:
+                       front_end_s[that front end])
     the server       = requests x request_s + prompt tokens x prompt_token_s
                        + streamed tokens x stream_token_s
                        (its one process parses, templates and tokenises each request and
@@ -209,6 +211,7 @@ class EngineProfile:
     request_s: float = 0.0  # the server's serial work per request (parse, route, respond)
     prompt_token_s: float = 0.0  # per prompt token (template, tokenise)
     stream_token_s: float = 0.0  # and per streamed token (detokenise, format, send)
+    front_end_s: dict[str, float] = field(default_factory=dict)  # first_token_s behind another front end
     sinks: float = 1.0  # attention with sinks against attention without (its kernels), before Hopper
     dequant_async: float = 1.0  # and a weight-only matmul's on a part that needs asynchronous MMA
     expert_half_width: float = 0.0  # the expert width at which its matmuls reach half their rate (0: none)
@@ -356,6 +359,12 @@ class EngineProfile:
             + prompt_tokens * self.prompt_token_s
             + streamed_tokens * self.stream_token_s
         )
+
+    def first_token_behind(self, front_end: str) -> float:
+        """The first token's extra cost over HTTP behind a front end: the engine's own
+        server's (`first_token_s`, front_end ""), or another's that wraps the engine (NIM's:
+        its own HTTP, tokeniser and routing) where the profile knows it."""
+        return self.front_end_s.get(front_end, self.first_token_s) if front_end else self.first_token_s
 
     def latency_s(self, link: str) -> float:
         """A collective's latency over this kind of link (the slowest known when unknown)."""
@@ -511,6 +520,10 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         request_s=_num(w, "overhead.request_s", overhead.get("request_s", 0.0), _SECONDS),
         prompt_token_s=_num(w, "overhead.prompt_token_s", overhead.get("prompt_token_s", 0.0), _SECONDS),
         stream_token_s=_num(w, "overhead.stream_token_s", overhead.get("stream_token_s", 0.0), _SECONDS),
+        front_end_s={
+            str(k): _num(w, f"overhead.front_end_s.{k}", v, _SECONDS)
+            for k, v in _table(w, overhead, "front_end_s").items()
+        },
         graph=_num(w, "overhead.graph", overhead.get("graph", 1.0), (1e-4, 1.0)),
         graph_max_seqs=int(_num(w, "overhead.graph_max_seqs", overhead.get("graph_max_seqs", 0), _GRAPHS)),
         collective_latency_s=latency,
@@ -612,6 +625,7 @@ def profile_to_toml(p: EngineProfile) -> str:
                 "request_s": p.request_s,
                 "prompt_token_s": p.prompt_token_s,
                 "stream_token_s": p.stream_token_s,
+                **({"front_end_s": p.front_end_s} if p.front_end_s else {}),
                 **({"graph": p.graph, "graph_max_seqs": p.graph_max_seqs} if p.graph_max_seqs else {}),
             }
         ),

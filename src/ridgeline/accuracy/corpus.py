@@ -95,6 +95,7 @@ class Row:
     max_num_batched_tokens: int | None
     policy: str | None
     http: bool
+    front_end: str  # over HTTP behind another server than the engine's own ("nim"), else ""
     per_gpu: bool
     lengths: str  # how the requests' lengths spread around the means (fixed when empty)
     graphs: int | None  # the largest decode batch the run captured as a CUDA graph (None: the profile's)
@@ -149,6 +150,7 @@ def _mapped() -> tuple[Row, ...]:
                 max_num_batched_tokens=_int(r["max_num_batched_tokens"]) or None,
                 policy=r["policy"] or None,
                 http=bool(r["http"]),
+                front_end="" if r["http"] in ("", "1") else r["http"],
                 per_gpu=bool(r["per_gpu"]),
                 lengths=r["lengths"] or "fixed",
                 graphs=int(r["graphs"]) if r["graphs"] else None,
@@ -195,7 +197,7 @@ def deployment(row: Row, profile: EngineProfile | None) -> Deployment:
 def predict(row: Row, profile: EngineProfile | None, d: Deployment | None = None) -> float:
     """The row's quantity, predicted, in the row's unit."""
     d = d or deployment(row, profile)
-    http_s = d.ttft_offset_s if row.http and row.kind in FIRST_TOKEN_KINDS else 0.0
+    http_s = first_token_s(row, d) if row.http and row.kind in FIRST_TOKEN_KINDS else 0.0
     k = row.kind
     if k in ("ttft", "pp"):
         prefill_s = float(prefill_step(d, row.input, 1).time_s)
@@ -219,6 +221,11 @@ def predict(row: Row, profile: EngineProfile | None, d: Deployment | None = None
         return _unit(summary["e2e_p50"] + http_s, row.unit)
     tokens = summary["output_tokens"] + (summary["prompt_tokens"] if k == "offline_total" else 0)
     return tokens / summary["makespan_s"]
+
+
+def first_token_s(row: Row, d: Deployment) -> float:
+    """The first token's extra cost over HTTP behind the row's front end."""
+    return d.engine.first_token_behind(row.front_end) if d.engine is not None else d.ttft_offset_s
 
 
 def _unit(seconds: float, unit: str) -> float:
