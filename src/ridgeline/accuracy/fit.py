@@ -94,13 +94,9 @@ def _served(r: Row, d: Any) -> bool:
     return r.http and r.kind.startswith("offline")
 
 
-def _first_token(r: Row, d: Any) -> bool:
-    """A row over the engine's own HTTP server whose quantity holds the first token's arrival."""
-    return r.http and not r.front_end and r.kind in corpus.FIRST_TOKEN_KINDS
-
-
 def _behind(front_end: str) -> Callable[[Row, Any], bool]:
-    """A row behind another front end (NIM's) whose quantity holds the first token's arrival."""
+    """A row over HTTP behind this front end ("": the engine's own server; "nim": NIM's)
+    whose quantity holds the first token's arrival."""
     return lambda r, d: r.http and r.front_end == front_end and r.kind in corpus.FIRST_TOKEN_KINDS
 
 
@@ -146,7 +142,7 @@ PARAMS = (
     Param("tp_scale", 1e-3, 2.0, 1.0, lambda r, d: r.tp > 1, "growth of the step's cost per doubling of TP"),
     # a captured CUDA graph runs a decode step's kernels without launching each: a wide prior
     Param("graph", 0.02, 1.0, 0.7, _graphed, "a decode step replayed as a CUDA graph, of the per-layer cost"),
-    Param("first_token_s", 1e-4, 0.5, 1.0, _first_token, "HTTP"),
+    Param("first_token_s", 1e-4, 0.5, 1.0, _behind(""), "HTTP"),
     # NIM wraps an engine in its own HTTP server, tokeniser and router: a first-token cost of
     # its own, which the engine's own server (trtllm-serve) does not share
     Param("front_end_s.nim", 1e-4, 0.5, 1.0, _behind("nim"), "HTTP behind NIM's front end"),
