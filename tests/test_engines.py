@@ -254,6 +254,36 @@ def test_a_profiles_cuda_graphs_round_trip_through_its_toml(tmp_path: Path) -> N
     assert (plain.graph, plain.graph_max_seqs) == (1.0, 0)  # no graphs unless a profile says
 
 
+MOE_LAYERED = PERFECT + "overhead = { fixed_s = 0.001, per_layer_s = 1e-04, moe_layer = 2.0 }\n"
+
+
+@pytest.mark.parametrize(
+    ("model", "overhead_s"),
+    [  # a prefill step, launched kernel by kernel: 100 us a dense layer, 200 us a MoE layer
+        ("llama-3.1-8b", 0.001 + 32 * 1e-04),  # 32 dense layers
+        ("mixtral-8x7b", 0.001 + 32 * 2e-04),  # 32 MoE layers (its config.json)
+        ("deepseek-v3", 0.001 + 3 * 1e-04 + 58 * 2e-04),  # 61 layers, the first 3 dense
+    ],
+)
+def test_a_moe_layer_pays_its_own_share_of_the_per_layer_cost(
+    tmp_path: Path, model: str, overhead_s: float
+) -> None:
+    from ridgeline.deployment import Deployment
+    from ridgeline.engines import get_engine, profile_to_toml
+    from ridgeline.step import pass_step
+
+    path = write_profile(tmp_path, MOE_LAYERED)
+    tp = 8 if model == "deepseek-v3" else 1  # DeepSeek-V3's weights fit no fewer H200s in fp8
+    d = Deployment.build(model, "h200", engine=path, weights="fp8", maths="fp8", tp=tp)
+    p = get_engine(path)
+    expected = overhead_s * (1 + p.tp_scale * math.log2(tp))  # tp_scale 0 here: no growth
+    assert float(pass_step(d, 100, 500, 1).overhead_s) == pytest.approx(expected, rel=1e-12)
+    again = get_engine(write_profile(tmp_path, profile_to_toml(p), "again.toml"))
+    assert again.moe_layer == 2.0
+    plain = get_engine(write_profile(tmp_path, PERFECT, "plain.toml"))
+    assert plain.moe_layer == 1.0  # a MoE layer costs a dense one's unless a profile says
+
+
 FRONTED = PERFECT + "overhead = { first_token_s = 0.03, front_end_s = { nim = 0.004 } }\n"
 
 
@@ -324,6 +354,7 @@ def test_a_perfect_engine_from_a_file_is_the_ideal_roofline_of_what_an_engine_ru
         (PERFECT + "scheduler = { large_max_num_seqs = 0 }\n", "scheduler.large_max_num_seqs"),
         (PERFECT + "overhead = { graph = 0.0 }\n", "overhead.graph"),
         (PERFECT + "overhead = { graph_max_seqs = -1 }\n", "overhead.graph_max_seqs"),
+        (PERFECT + "overhead = { moe_layer = 0.5 }\n", "overhead.moe_layer"),  # never below a dense layer
         (PERFECT + 'scheduler = { chunked_prefill = "off" }\n', "chunked_prefill must be true or false"),
         (PERFECT + "scheduler = { prefix_caching = 1 }\n", "prefix_caching must be true or false"),
         (PERFECT.replace("kv = 1.0 }", "kv = 1.0, sampler_bytes = -1.0 }"), "memory.sampler_bytes"),

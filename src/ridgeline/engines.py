@@ -41,8 +41,11 @@ and falls short of the roofline for reasons each of which has a physical term he
                        (a vendor's software stack reaches its own share of the data sheet's
                        FLOP/s, vendor, and of its bandwidth, vendor_memory: the same as vendor
                        unless a profile says otherwise)
-    step overhead    = (fixed + per_layer x layers x g) x (1 + tp_scale x log2 tp)
+    step overhead    = (fixed + per_layer x (layers + (moe_layer - 1) x MoE layers) x g)
+                       x (1 + tp_scale x log2 tp)
                        + per_sequence x sequences sampled             (launches, scheduling, sampling)
+                       (a MoE layer routes, sorts and gathers its tokens and runs two grouped
+                       matmuls where a dense one runs its MLP: moe_layer of the kernels' cost)
                        g = graph for a decode-only step of at most graph_max_seqs sequences
                        (the engine replays it as a captured CUDA graph: its kernels run
                        without a launch each), else 1 (a prefill or mixed step launches
@@ -216,6 +219,7 @@ class EngineProfile:
     dequant_async: float = 1.0  # and a weight-only matmul's on a part that needs asynchronous MMA
     expert_half_width: float = 0.0  # the expert width at which its matmuls reach half their rate (0: none)
     graph: float = 1.0  # the share of the per-layer cost a decode step captured as a CUDA graph pays
+    moe_layer: float = 1.0  # a MoE layer's per-layer cost against a dense layer's (its extra kernels)
     graph_max_seqs: int = 0  # the largest decode batch the engine captures (0: none)
     sampler_bytes: float = 0.0  # bytes a logit its memory profile sets aside on every GPU (0: the plan's)
     repacked_experts: float = 1.0  # 4-bit routed experts held unpacked weight-only, before async MMA
@@ -287,11 +291,12 @@ class EngineProfile:
         """Attention with sinks (gpt-oss) against attention without (sinks_apart)."""
         return self.sinks if sinks_apart(a, hw) else 1.0
 
-    def step_overhead_s(self, layers: int, tp: int = 1, graphed: bool = False) -> float:
+    def step_overhead_s(self, layers: int, tp: int = 1, graphed: bool = False, moe_layers: int = 0) -> float:
         """A step's overhead but for its sequences: launched kernel by kernel, or (`graphed`)
-        a decode step replayed as a CUDA graph."""
+        a decode step replayed as a CUDA graph; `moe_layers` of the `layers` are MoE layers."""
         share = self.graph if graphed else 1.0
-        return (self.fixed_s + self.per_layer_s * layers * share) * (1.0 + self.tp_scale * math.log2(tp))
+        weighted = layers + (self.moe_layer - 1.0) * moe_layers
+        return (self.fixed_s + self.per_layer_s * weighted * share) * (1.0 + self.tp_scale * math.log2(tp))
 
     def captured(self, tokens: Num, sequences: Num) -> Num:
         """Whether the engine replays this pass as a CUDA graph: a decode-only step (one new
@@ -315,10 +320,10 @@ class EngineProfile:
             attention_flops_per_s=attention,
             weight_bytes_per_s=bw * self.weights[fmt] * vm,
             kv_bytes_per_s=bw * self.kv * vm,
-            step_overhead_s=self.step_overhead_s(d.arch.layers, d.par.tp),
+            step_overhead_s=self.step_overhead_s(d.arch.layers, d.par.tp, moe_layers=d.arch.moe_layers),
             collective_latency_s=self.latency_s(d.hw.link_kind),
             link_bytes_per_s=d.hw.interconnect_bytes_per_s * self.link_efficiency,
-            graph_overhead_s=self.step_overhead_s(d.arch.layers, d.par.tp, graphed=True),
+            graph_overhead_s=self.step_overhead_s(d.arch.layers, d.par.tp, True, d.arch.moe_layers),
             half_m_tokens=self.half_m_tokens * d.hw.mma_rows / REFERENCE_MMA_ROWS,
         )
 
@@ -525,6 +530,7 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
             for k, v in _table(w, overhead, "front_end_s").items()
         },
         graph=_num(w, "overhead.graph", overhead.get("graph", 1.0), (1e-4, 1.0)),
+        moe_layer=_num(w, "overhead.moe_layer", overhead.get("moe_layer", 1.0), (1.0, 10.0)),
         graph_max_seqs=int(_num(w, "overhead.graph_max_seqs", overhead.get("graph_max_seqs", 0), _GRAPHS)),
         collective_latency_s=latency,
         link_efficiency=_num(
@@ -627,6 +633,7 @@ def profile_to_toml(p: EngineProfile) -> str:
                 "stream_token_s": p.stream_token_s,
                 **({"front_end_s": p.front_end_s} if p.front_end_s else {}),
                 **({"graph": p.graph, "graph_max_seqs": p.graph_max_seqs} if p.graph_max_seqs else {}),
+                **({"moe_layer": p.moe_layer} if p.moe_layer != 1.0 else {}),
             }
         ),
         "collective = " + table({"latency_s": p.collective_latency_s, "link_efficiency": p.link_efficiency}),

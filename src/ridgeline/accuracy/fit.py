@@ -116,6 +116,10 @@ def _always(r: Row, d: Any) -> bool:
     return True
 
 
+def _moe(r: Row, d: Any) -> bool:
+    return bool(d.arch.is_moe)
+
+
 PARAMS = (
     Param("gemm.bf16", 0.2, 1.0, 0.4, _maths("bf16", "fp16"), "large bf16/fp16 matmuls, of the dense peak"),
     Param("gemm.fp16acc16", 0.1, 1.0, 0.5, _maths("fp16acc16"), "fp16-accumulate matmuls (GeForce)"),
@@ -123,9 +127,9 @@ PARAMS = (
     Param("gemm.int8", 0.05, 1.0, 0.5, _maths("int8"), "int8 matmuls, of the int8 peak"),
     Param("gemm.fp4", 0.05, 1.0, 0.5, _maths("fp4"), "fp4 matmuls, of the fp4 peak"),
     Param("attention", 0.05, 1.0, 0.5, _always, "attention kernels, of the peak"),
-    Param("experts", 0.1, 1.0, 0.5, lambda r, d: d.arch.is_moe, "grouped expert matmuls against dense"),
+    Param("experts", 0.1, 1.0, 0.5, _moe, "grouped expert matmuls against dense"),
     # narrow experts fill fewer tensor-core tiles each: a wide prior about four 128-wide tiles
-    Param("expert_half_width", 16.0, 8192.0, 1.0, lambda r, d: d.arch.is_moe, "expert width at half rate"),
+    Param("expert_half_width", 16.0, 8192.0, 1.0, _moe, "expert width at half rate"),
     # another kernel altogether (Triton's for FlashAttention's) may run at a fraction of the
     # usual one's rate: a wide prior, so that sink models' rows move this and not `attention`
     Param("sinks", 0.1, 1.0, 1.0, lambda r, d: sinks_apart(d.arch, d.hw), "attention with sinks, of without"),
@@ -145,6 +149,9 @@ PARAMS = (
     Param("tp_scale", 1e-3, 2.0, 1.0, lambda r, d: r.tp > 1, "growth of the step's cost per doubling of TP"),
     # a captured CUDA graph runs a decode step's kernels without launching each: a wide prior
     Param("graph", 0.02, 1.0, 0.7, _graphed, "a decode step replayed as a CUDA graph, of the per-layer cost"),
+    # a MoE layer launches about half as many kernels again as a dense one (router, top-k,
+    # token sort, two grouped matmuls, the weighted sum): prior 1.5, never below a dense layer
+    Param("moe_layer", 1.0, 4.0, 0.5, _moe, "a MoE layer's per-layer cost against a dense one"),
     Param("first_token_s", 1e-4, 0.5, 1.0, _behind(""), "HTTP"),
     # NIM wraps an engine in its own HTTP server, tokeniser and router: a first-token cost of
     # its own, which the engine's own server (trtllm-serve) does not share
