@@ -291,12 +291,16 @@ class EngineProfile:
         """Attention with sinks (gpt-oss) against attention without (sinks_apart)."""
         return self.sinks if sinks_apart(a, hw) else 1.0
 
-    def step_overhead_s(self, layers: int, tp: int = 1, graphed: bool = False, moe_layers: int = 0) -> float:
-        """A step's overhead but for its sequences: launched kernel by kernel, or (`graphed`)
-        a decode step replayed as a CUDA graph; `moe_layers` of the `layers` are MoE layers."""
+    def step_overhead_s(self, layers: float, tp: int = 1, graphed: bool = False) -> float:
+        """A step's overhead but for its sequences, over `layers` dense layers' worth
+        (`dense_layers`): launched kernel by kernel, or (`graphed`) a decode step replayed as a
+        CUDA graph."""
         share = self.graph if graphed else 1.0
-        weighted = layers + (self.moe_layer - 1.0) * moe_layers
-        return (self.fixed_s + self.per_layer_s * weighted * share) * (1.0 + self.tp_scale * math.log2(tp))
+        return (self.fixed_s + self.per_layer_s * layers * share) * (1.0 + self.tp_scale * math.log2(tp))
+
+    def dense_layers(self, a: Architecture) -> float:
+        """A model's layers as dense layers' per-layer cost: each MoE layer counts moe_layer."""
+        return a.layers + (self.moe_layer - 1.0) * a.moe_layers
 
     def captured(self, tokens: Num, sequences: Num) -> Num:
         """Whether the engine replays this pass as a CUDA graph: a decode-only step (one new
@@ -309,6 +313,7 @@ class EngineProfile:
         v, vm = self.vendor_factor(d.hw.vendor_name), self.vendor_memory_factor(d.hw.vendor_name)
         maths, hw, bw = d.prec.maths, d.hw, d.hw.bandwidth_bytes_per_s
         fmt = stored_format(d.arch, d.prec)
+        layers = self.dense_layers(d.arch)
         unpack = self.dequant_factor(fmt, maths, hw.async_mma)
         full = hw.sustained(maths) * self.gemm_efficiency(maths) * v * unpack
         att = attention_maths(maths, d.prec.kv)  # attention's own dtype, not the weights'
@@ -320,10 +325,10 @@ class EngineProfile:
             attention_flops_per_s=attention,
             weight_bytes_per_s=bw * self.weights[fmt] * vm,
             kv_bytes_per_s=bw * self.kv * vm,
-            step_overhead_s=self.step_overhead_s(d.arch.layers, d.par.tp, moe_layers=d.arch.moe_layers),
+            step_overhead_s=self.step_overhead_s(layers, d.par.tp),
             collective_latency_s=self.latency_s(d.hw.link_kind),
             link_bytes_per_s=d.hw.interconnect_bytes_per_s * self.link_efficiency,
-            graph_overhead_s=self.step_overhead_s(d.arch.layers, d.par.tp, True, d.arch.moe_layers),
+            graph_overhead_s=self.step_overhead_s(layers, d.par.tp, graphed=True),
             half_m_tokens=self.half_m_tokens * d.hw.mma_rows / REFERENCE_MMA_ROWS,
         )
 
