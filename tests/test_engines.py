@@ -590,6 +590,37 @@ def test_weight_only_matmuls_lose_more_on_a_part_that_needs_asynchronous_mma(
         )
 
 
+def test_grouped_expert_matmuls_lose_more_on_a_part_that_needs_asynchronous_mma(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """experts_async = 0.5: Mixtral's routed experts on an H100 run their grouped matmuls at
+    half the rate again, so a 4,000-token prefill takes exactly their FLOPs at the matmul rate
+    longer: 4,000 tokens x 32 layers x 2 experts x 3 matrices of 4,096 x 14,336 x 2 FLOPs
+    (by hand); the dense matmuls and attention are untouched. On an A100 (no asynchronous
+    MMA) and for a dense model nothing changes; a share of 2 is refused in one line."""
+    plain = write_profile(tmp_path, PERFECT, "plain.toml")
+    hopper = write_profile(
+        tmp_path, PERFECT.replace("experts = 1.0 }", "experts = 1.0, experts_async = 0.5 }")
+    )
+
+    def compute_s(engine: str, model: str, gpu: str) -> float:
+        shape = ("--model", model, "--gpu", gpu, "--prompt-tokens", "4000")
+        return float(run_json(capsys, "estimate", *shape, "--engine", engine)["prefill"]["compute_s"])
+
+    expert_flops = 4000 * 32 * 2 * 3 * 4096 * 14336 * 2
+    assert compute_s(hopper, "mixtral-8x7b", "h100-sxm") == pytest.approx(
+        compute_s(plain, "mixtral-8x7b", "h100-sxm") + expert_flops / H100_SXM_BF16_MATMUL, rel=1e-9
+    )
+    for model, gpu in (("mixtral-8x7b", "a100-80gb-sxm"), ("llama-3.1-8b", "h100-sxm")):
+        assert compute_s(hopper, model, gpu) == pytest.approx(compute_s(plain, model, gpu), rel=1e-12)
+    bad = write_profile(
+        tmp_path, PERFECT.replace("experts = 1.0 }", "experts = 1.0, experts_async = 2.0 }"), "bad.toml"
+    )
+    assert main(["estimate", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--engine", bad]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "experts_async" in err
+
+
 def test_the_catalogue_says_which_parts_need_asynchronous_mma(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

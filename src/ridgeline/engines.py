@@ -23,7 +23,9 @@ and falls short of the roofline for reasons each of which has a physical term he
                        a MoE's routed experts: x experts x W / (W + expert_half_width), with
                        M the tokens routed to each expert the step touches and W an expert's
                        width: 768-wide experts
-                       fill the tensor cores less than 14,336-wide ones)
+                       fill the tensor cores less than 14,336-wide ones; x experts_async
+                       as well on a part that needs asynchronous MMA: grouped-GEMM kernels
+                       reach less of Hopper's and Blackwell's peak than dense ones do)
                        x dequant[w8 | w4] when the weights are narrower than the maths
                        (weight-only formats unpack every weight inside the matmul),
                        x dequant_async as well on a part that needs asynchronous MMA
@@ -217,6 +219,7 @@ class EngineProfile:
     front_end_s: dict[str, float] = field(default_factory=dict)  # first_token_s behind another front end
     sinks: float = 1.0  # attention with sinks against attention without (its kernels), before Hopper
     dequant_async: float = 1.0  # and a weight-only matmul's on a part that needs asynchronous MMA
+    experts_async: float = 1.0  # and the grouped expert matmuls' on a part that needs asynchronous MMA
     expert_half_width: float = 0.0  # the expert width at which its matmuls reach half their rate (0: none)
     graph: float = 1.0  # the share of the per-layer cost a decode step captured as a CUDA graph pays
     moe_layer: float = 1.0  # a MoE layer's per-layer cost against a dense layer's (its extra kernels)
@@ -278,6 +281,13 @@ class EngineProfile:
             return 1.0
         return self.dequant.get(fmt, 1.0) * (self.dequant_async if async_mma else 1.0)
 
+    def experts_factor(self, async_mma: bool) -> float:
+        """What a MoE's grouped expert matmuls keep, beyond `experts`, on a part whose full
+        rate needs asynchronous MMA (Hopper, datacentre Blackwell): the dense matmuls there
+        are warp-specialised TMA/wgmma kernels, and grouped ones over many small per-expert
+        problems reach less of that peak than they do of Ampere's or Ada's."""
+        return self.experts_async if async_mma else 1.0
+
     def resident_expert_factor(self, d: Deployed) -> float:
         """What a MoE's routed experts hold in memory against their stored bytes: more when
         they are 4-bit weights the engine unpacks weight-only on a part without asynchronous
@@ -321,7 +331,7 @@ class EngineProfile:
         attention = hw.sustained(att) * self.attention * v * self.sinks_factor(d.arch, hw)
         return Reach(
             gemm_flops_per_s=full,
-            expert_flops_per_s=full * self.experts * self._narrow(d.arch),
+            expert_flops_per_s=full * self.experts * self._narrow(d.arch) * self.experts_factor(hw.async_mma),
             attention_flops_per_s=attention,
             weight_bytes_per_s=bw * self.weights[fmt] * vm,
             kv_bytes_per_s=bw * self.kv * vm,
@@ -510,6 +520,7 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         experts=_num(w, "compute.experts", compute.get("experts", 1.0), _FRACTION),
         sinks=_num(w, "compute.sinks", compute.get("sinks", 1.0), _FRACTION),
         dequant_async=_num(w, "compute.dequant_async", compute.get("dequant_async", 1.0), _FRACTION),
+        experts_async=_num(w, "compute.experts_async", compute.get("experts_async", 1.0), _FRACTION),
         expert_half_width=_num(
             w, "compute.expert_half_width", compute.get("expert_half_width", 0.0), (0.0, 1e5)
         ),
@@ -610,6 +621,7 @@ def profile_to_toml(p: EngineProfile) -> str:
                 "half_m_tokens": p.half_m_tokens,
                 "attention": p.attention,
                 "experts": p.experts,
+                "experts_async": p.experts_async,
                 "sinks": p.sinks,
                 "expert_half_width": p.expert_half_width,
                 "dequant": p.dequant,
