@@ -281,13 +281,6 @@ class EngineProfile:
             return 1.0
         return self.dequant.get(fmt, 1.0) * (self.dequant_async if async_mma else 1.0)
 
-    def experts_factor(self, async_mma: bool) -> float:
-        """What a MoE's grouped expert matmuls keep, beyond `experts`, on a part whose full
-        rate needs asynchronous MMA (Hopper, datacentre Blackwell): the dense matmuls there
-        are warp-specialised TMA/wgmma kernels, and grouped ones over many small per-expert
-        problems reach less of that peak than they do of Ampere's or Ada's."""
-        return self.experts_async if async_mma else 1.0
-
     def resident_expert_factor(self, d: Deployed) -> float:
         """What a MoE's routed experts hold in memory against their stored bytes: more when
         they are 4-bit weights the engine unpacks weight-only on a part without asynchronous
@@ -331,7 +324,7 @@ class EngineProfile:
         attention = hw.sustained(att) * self.attention * v * self.sinks_factor(d.arch, hw)
         return Reach(
             gemm_flops_per_s=full,
-            expert_flops_per_s=full * self.experts * self._narrow(d.arch) * self.experts_factor(hw.async_mma),
+            expert_flops_per_s=full * self.expert_share(d.arch, hw),
             attention_flops_per_s=attention,
             weight_bytes_per_s=bw * self.weights[fmt] * vm,
             kv_bytes_per_s=bw * self.kv * vm,
@@ -366,10 +359,15 @@ class EngineProfile:
             return r.step_overhead_s
         return select(self.captured(tokens, sequences), r.graph_overhead_s, r.step_overhead_s)
 
-    def _narrow(self, a: Architecture) -> float:
-        """A routed expert's matmuls, W wide, reach W / (W + expert_half_width) of a wide one's."""
+    def expert_share(self, a: Architecture, hw: Accelerator) -> float:
+        """What a routed expert's grouped matmuls keep of a dense matmul's rate: `experts`;
+        for experts W wide, W / (W + expert_half_width) of that; and on a part whose full
+        rate needs asynchronous MMA (Hopper, datacentre Blackwell), `experts_async` of that
+        again: the dense matmuls there are warp-specialised TMA/wgmma kernels, and grouped
+        ones over many small per-expert problems reach less of that peak than of Ampere's."""
         h = self.expert_half_width
-        return a.expert_mlp / (a.expert_mlp + h) if h > 0 and a.is_moe else 1.0
+        narrow = a.expert_mlp / (a.expert_mlp + h) if h > 0 and a.is_moe else 1.0
+        return self.experts * narrow * (self.experts_async if hw.async_mma else 1.0)
 
     def server_s(self, requests: Num, prompt_tokens: Num, streamed_tokens: Num) -> Num:
         """The time the server's one process needs for these requests, their prompts and

@@ -125,7 +125,7 @@ def _moe(r: Row, d: Any) -> bool:
 
 def _moe_async(r: Row, d: Any) -> bool:
     """A MoE row on a part that needs asynchronous MMA for its full rate."""
-    return bool(d.arch.is_moe) and d.hw.async_mma
+    return _moe(r, d) and d.hw.async_mma
 
 
 PARAMS = (
