@@ -1,17 +1,21 @@
 """GPU validation: a Llama-architecture model with random weights in plain PyTorch, timed
 on a real GPU and held against ridgeline's prediction.
 
-    python benchmarks/gpu_validate.py --gpu h100-sxm        # Llama 3.1 8B shape, bf16, CUDA
+    python benchmarks/gpu_validate.py                       # Llama 3.1 8B shape, bf16, CUDA
+    python benchmarks/gpu_validate.py --gpu h100-sxm        # predict for a named catalogue entry
     python benchmarks/gpu_validate.py --dry-run             # tiny shapes on the CPU
 
-It times prefill at several prompt lengths (batch 1) and single decode steps at several
-batches and contexts, on a static KV cache, and writes `gpu_validate.json`, `.csv` and a
-short Markdown report of predicted (presets `ideal` and `lesson`) against measured to
---out. Decode steps are timed as CUDA graphs (what serving engines run) and eagerly (the
-difference is launch overhead, what `ridgeline fit` calls per-step overhead). As servers
-do, the prefill computes logits for the last position only; ridgeline's ledger counts
-2·P FLOPs for every token, the lm_head included, so on an 8B model it overstates prefill
-FLOPs by about 13%. Needs only PyTorch; finishes in well under 4 minutes on an H100/H200.
+It first measures the card's own ceilings (a large bf16 matrix product and a device-to-device
+copy), then times prefill at several prompt lengths (batch 1) and single decode steps at
+several batches and contexts, on a static KV cache, and writes `gpu_validate.json`, `.csv`
+and a short Markdown report of predicted (presets `ideal` and `lesson`, and the `per-op`
+method) against measured to --out. Passes are timed as CUDA graphs (what serving engines
+run) and eagerly (the difference is launch overhead, what `ridgeline fit` calls per-step
+overhead); decode steps also in their two big parts, the weight matmuls alone and every
+layer's attention alone, against the per-op ledger's weight and KV bytes. As servers do,
+the prefill computes logits for the last position only; ridgeline's ledger counts 2·P FLOPs
+for every token, the lm_head included, so on an 8B model it overstates prefill FLOPs by
+about 13%. Needs only PyTorch; takes about 30 s on an H200.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import math
 import statistics
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +42,8 @@ import torch.nn.functional as F
 
 from ridgeline.architecture import Architecture
 from ridgeline.deployment import Deployment
+from ridgeline.errors import RidgelineError
+from ridgeline.hardware import get_accelerator
 from ridgeline.models import get_model
 from ridgeline.step import decode_step, prefill_step
 
@@ -57,7 +64,33 @@ class Shape:
 LLAMA_8B = Shape(32, 4096, 32, 8, 128, 14336, 128256)
 TINY = Shape(2, 64, 4, 2, 16, 128, 256)
 FULL_PREFILL = (512, 1024, 2048, 4096, 8192)
-FULL_DECODE = ((1, 128), (1, 2048), (1, 16384), (8, 2048), (32, 2048), (64, 2048))
+FULL_DECODE = (
+    (1, 128),
+    (1, 2048),
+    (1, 16384),
+    (8, 2048),
+    (32, 2048),
+    (64, 2048),
+    (128, 2048),
+    (256, 2048),
+)
+# The card's name as PyTorch reports it, to the catalogue entry predicted with (first match).
+CATALOGUE_NAMES = (
+    ("h200", "h200"),
+    ("h100 pcie", "h100-pcie"),
+    ("h100", "h100-sxm"),
+    ("gb200", "gb200"),
+    ("b200", "b200"),
+    ("a100-sxm4-40gb", "a100-40gb"),
+    ("a100 80gb pcie", "a100-80gb-pcie"),
+    ("a100", "a100-80gb-sxm"),
+    ("l40s", "l40s"),
+    ("l4", "l4"),
+    ("a10g", "a10g"),
+    ("4090", "rtx-4090"),
+    ("5090", "rtx-5090"),
+    ("3090", "rtx-3090"),
+)
 DRY_PREFILL = (16, 48)
 DRY_DECODE = ((1, 16), (2, 40))
 
@@ -82,7 +115,9 @@ def tiny_architecture(s: Shape) -> Architecture:
 
 
 class Llama:
-    """Llama in plain tensors: RMSNorm, GQA attention with RoPE, SwiGLU MLP, untied head."""
+    """Llama in plain tensors: RMSNorm, GQA attention with RoPE, SwiGLU MLP, untied head.
+    Each weight is stored [out, in] and applied by `F.linear`, as `nn.Linear` holds it and as
+    serving engines load checkpoints."""
 
     def __init__(self, s: Shape, device: str, dtype: torch.dtype, max_context: int) -> None:
         self.s, self.device, self.dtype = s, device, dtype
@@ -95,19 +130,19 @@ class Llama:
         self.layers = [
             {
                 "attn_norm": torch.ones(s.hidden, device=device, dtype=dtype),
-                "wq": w(s.hidden, s.heads * s.head_dim),
-                "wk": w(s.hidden, s.kv_heads * s.head_dim),
-                "wv": w(s.hidden, s.kv_heads * s.head_dim),
-                "wo": w(s.heads * s.head_dim, s.hidden),
+                "wq": w(s.heads * s.head_dim, s.hidden),
+                "wk": w(s.kv_heads * s.head_dim, s.hidden),
+                "wv": w(s.kv_heads * s.head_dim, s.hidden),
+                "wo": w(s.hidden, s.heads * s.head_dim),
                 "mlp_norm": torch.ones(s.hidden, device=device, dtype=dtype),
-                "w_gate": w(s.hidden, s.mlp),
-                "w_up": w(s.hidden, s.mlp),
-                "w_down": w(s.mlp, s.hidden),
+                "w_gate": w(s.mlp, s.hidden),
+                "w_up": w(s.mlp, s.hidden),
+                "w_down": w(s.hidden, s.mlp),
             }
             for _ in range(s.layers)
         ]
         self.norm = torch.ones(s.hidden, device=device, dtype=dtype)
-        self.lm_head = w(s.hidden, s.vocab)
+        self.lm_head = w(s.vocab, s.hidden)
         inv = 1.0 / s.rope_theta ** (torch.arange(0, s.head_dim, 2, device=device).float() / s.head_dim)
         angles = torch.outer(torch.arange(max_context, device=device).float(), inv)
         self.cos, self.sin = angles.cos().to(dtype), angles.sin().to(dtype)
@@ -124,8 +159,7 @@ class Llama:
         ]
 
     def rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
-        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.s.eps)).to(x.dtype) * weight
+        return F.rms_norm(x, (self.s.hidden,), weight, self.s.eps)
 
     def rope(self, x: torch.Tensor, start: int) -> torch.Tensor:
         """Rotate pairs (first half, second half) of each head by position x angle."""
@@ -135,16 +169,28 @@ class Llama:
         return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
 
     def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, causal: bool) -> torch.Tensor:
-        """Grouped-query attention. One new token: each KV head's group of queries in one
-        matmul, so every cached key and value is read once (as the ledger counts it);
-        several: the fused kernel, causal from an empty cache."""
-        b, heads, t, d = q.shape
-        if t > 1:
-            return F.scaled_dot_product_attention(q, keys, values, is_causal=causal, enable_gqa=True)
-        grouped = q.view(b, self.s.kv_heads, heads // self.s.kv_heads, d)
-        scores = (grouped @ keys.transpose(-1, -2)).float() * d**-0.5
-        out = torch.softmax(scores, dim=-1).to(q.dtype) @ values
-        return out.view(b, heads, 1, d)
+        """Grouped-query attention in PyTorch's fused kernel, which reads each cached key and
+        value once for its whole group of query heads (as the ledger counts it); causal from
+        an empty cache, over the whole cache for one new token."""
+        return F.scaled_dot_product_attention(q, keys, values, is_causal=causal, enable_gqa=True)
+
+    def matmuls(self, ids: torch.Tensor) -> torch.Tensor:
+        """The forward pass's weight matmuls alone, in order (no norms, rotation, cache or
+        attention): the floor a decode step's weight reads set."""
+        x = self.embed[ids]
+        for layer in self.layers:
+            q, _, _ = F.linear(x, layer["wq"]), F.linear(x, layer["wk"]), F.linear(x, layer["wv"])
+            x = x + F.linear(q, layer["wo"])
+            x = x + F.linear(F.linear(x, layer["w_gate"]) * F.linear(x, layer["w_up"]), layer["w_down"])
+        return F.linear(x[:, -1], self.lm_head)
+
+    def attention_only(
+        self, q: torch.Tensor, kv: list[tuple[torch.Tensor, torch.Tensor]], context: int
+    ) -> None:
+        """Every layer's attention for one new token over `context` cached ones, nothing else:
+        what a decode step spends reading the KV cache."""
+        for k_cache, v_cache in kv:
+            self.attend(q, k_cache[:, :, :context], v_cache[:, :, :context], causal=False)
 
     def forward(
         self, ids: torch.Tensor, start: int, kv: list[tuple[torch.Tensor, torch.Tensor]]
@@ -155,18 +201,20 @@ class Llama:
         x = self.embed[ids]
         for layer, (k_cache, v_cache) in zip(self.layers, kv, strict=True):
             h = self.rms(x, layer["attn_norm"])
-            q = (h @ layer["wq"]).view(b, t, s.heads, s.head_dim).transpose(1, 2)
-            k = (h @ layer["wk"]).view(b, t, s.kv_heads, s.head_dim).transpose(1, 2)
-            v = (h @ layer["wv"]).view(b, t, s.kv_heads, s.head_dim).transpose(1, 2)
+            q = F.linear(h, layer["wq"]).view(b, t, s.heads, s.head_dim).transpose(1, 2)
+            k = F.linear(h, layer["wk"]).view(b, t, s.kv_heads, s.head_dim).transpose(1, 2)
+            v = F.linear(h, layer["wv"]).view(b, t, s.kv_heads, s.head_dim).transpose(1, 2)
             q, k = self.rope(q, start), self.rope(k, start)
             k_cache[:, :, start : start + t] = k
             v_cache[:, :, start : start + t] = v
             keys, values = k_cache[:, :, : start + t], v_cache[:, :, : start + t]
             att = self.attend(q, keys, values, causal=start == 0 and t > 1)
-            x = x + att.transpose(1, 2).reshape(b, t, s.heads * s.head_dim) @ layer["wo"]
+            x = x + F.linear(att.transpose(1, 2).reshape(b, t, s.heads * s.head_dim), layer["wo"])
             h = self.rms(x, layer["mlp_norm"])
-            x = x + (F.silu(h @ layer["w_gate"]) * (h @ layer["w_up"])) @ layer["w_down"]
-        return self.rms(x[:, -1], self.norm) @ self.lm_head
+            x = x + F.linear(
+                F.silu(F.linear(h, layer["w_gate"])) * F.linear(h, layer["w_up"]), layer["w_down"]
+            )
+        return F.linear(self.rms(x[:, -1], self.norm), self.lm_head)
 
 
 # --- timing ---------------------------------------------------------------------------------
@@ -195,46 +243,119 @@ def timed_s(fn: Any, device: str, repeats: int) -> list[float]:
     return out
 
 
-def time_prefill(model: Llama, n: int, repeats: int) -> float:
+def ceilings(device: str, dtype: torch.dtype, dry_run: bool) -> tuple[float, float]:
+    """The card's own ceilings: FLOP/s of a large square matrix product on random data (the
+    mean of ten after three warm-ups) and bytes/s of a device-to-device copy (read plus
+    written, the median of ten)."""
+    n, copy_bytes = (256, 8 << 20) if dry_run else (8192, 4 << 30)
+    gen = torch.Generator(device=device).manual_seed(1)
+    a = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
+    b = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
+    with torch.inference_mode():
+        for _ in range(3):
+            a @ b
+        sync(device)
+        matmul_s = statistics.fmean(timed_s(lambda: a @ b, device, 10))
+        source = torch.empty(copy_bytes // 2, device=device, dtype=torch.bfloat16)
+        target = torch.empty_like(source)
+        target.copy_(source)
+        sync(device)
+        copy_s = statistics.median(timed_s(lambda: target.copy_(source), device, 10))
+    return 2 * n**3 / matmul_s, 2 * copy_bytes / copy_s
+
+
+def gqa_backends(model: Llama) -> list[str]:
+    """The fused attention backends that take grouped-query attention for one new token
+    over a cache here (PyTorch picks the first that does, in its own order)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    s = model.s
+    q = torch.zeros(2, s.heads, 1, s.head_dim, device=model.device, dtype=model.dtype)
+    kv = torch.zeros(2, s.kv_heads, 64, s.head_dim, device=model.device, dtype=model.dtype)
+    taken = []
+    for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
+        try:  # a backend that declines says why in warnings, then raises: only the raise counts
+            with sdpa_kernel(backend), torch.inference_mode(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
+        except RuntimeError:
+            continue
+        taken.append(backend.name.lower())
+    return taken
+
+
+def catalogue_name(device_name: str) -> str | None:
+    lowered = device_name.lower()
+    return next((entry for key, entry in CATALOGUE_NAMES if key in lowered), None)
+
+
+def time_prefill(model: Llama, n: int, repeats: int, graphs: bool) -> tuple[float, float | None]:
+    """One prefill of n tokens: (as a CUDA graph, eager) on a GPU, else (eager, None)."""
     kv = model.cache(1, n)
     ids = torch.randint(0, model.s.vocab, (1, n), device=model.device)
     with torch.inference_mode():
-        model.forward(ids, 0, kv)  # warm-up: kernels chosen, memory pooled
+
+        def prefill() -> torch.Tensor:
+            return model.forward(ids, 0, kv)
+
+        prefill()  # warm-up: kernels chosen, memory pooled
         sync(model.device)
-        times = timed_s(lambda: model.forward(ids, 0, kv), model.device, repeats)
-    return statistics.median(times)
+        eager = statistics.median(timed_s(prefill, model.device, repeats))
+        if not graphs:
+            return eager, None
+        return graph_time(prefill, repeats), eager
 
 
-def time_decode(
-    model: Llama, batch: int, context: int, steps: int, graphs: bool
-) -> tuple[float, float | None]:
-    """One decode step at `context` cached tokens: (time as a CUDA graph or eager, eager)."""
+@dataclass
+class DecodeTimes:
+    step_s: float  # the whole pass: a CUDA graph on a GPU, else eager
+    eager_s: float | None  # with graphs: the whole step launched op by op
+    matmuls_s: float | None  # the weight matmuls alone (a graph where the step is one)
+    attention_s: float | None  # every layer's attention over the cache alone (likewise)
+
+
+def graph_time(fn: Any, steps: int) -> float:
+    """Median time of `fn` captured once as a CUDA graph and replayed."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    graph.replay()
+    sync("cuda")
+    return statistics.median(timed_s(graph.replay, "cuda", steps))
+
+
+def time_decode(model: Llama, batch: int, context: int, steps: int, graphs: bool) -> DecodeTimes:
+    """One decode step at `context` cached tokens, whole and in its two big parts."""
     kv = model.cache(batch, context + 1)
     ids = torch.randint(0, model.s.vocab, (batch, 1), device=model.device)
+    q = torch.randn(batch, model.s.heads, 1, model.s.head_dim, device=model.device, dtype=model.dtype)
     with torch.inference_mode():
 
         def step() -> torch.Tensor:
             return model.forward(ids, context, kv)
 
-        for _ in range(3):
-            step()
+        def matmuls() -> torch.Tensor:
+            return model.matmuls(ids)
+
+        def attention() -> None:
+            model.attention_only(q, kv, context + 1)
+
+        for fn in (step, matmuls, attention):
+            fn()
         sync(model.device)
         eager = statistics.median(timed_s(step, model.device, steps))
         if not graphs:
-            return eager, None
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                step()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step()
-        graph.replay()
-        sync(model.device)
-        replayed = statistics.median(timed_s(graph.replay, model.device, steps))
-    return replayed, eager
+            parts = (statistics.median(timed_s(fn, model.device, steps)) for fn in (matmuls, attention))
+            return DecodeTimes(eager, None, *parts)
+        return DecodeTimes(
+            graph_time(step, steps), eager, graph_time(matmuls, steps), graph_time(attention, steps)
+        )
 
 
 def cache_consistency(model: Llama, n: int) -> float:
@@ -261,8 +382,13 @@ class Point:
     eager_s: float | None
     ideal_s: float
     lesson_s: float
+    per_op_s: float
     flops: float
     bytes: float
+    weight_bytes: float  # the per-op ledger's weight reads (matmuls, gathered rows, norms)
+    kv_bytes: float  # the per-op ledger's KV cache reads and writes
+    matmuls_s: float | None = None  # decode on a GPU: the weight matmuls alone
+    attention_s: float | None = None  # decode on a GPU: every layer's attention alone
 
     @property
     def achieved_flops_per_s(self) -> float:
@@ -273,15 +399,14 @@ class Point:
         return self.bytes / self.measured_s
 
 
-def predictions(
-    arch: Architecture, gpu: str, phase: str, batch: int, tokens: int
-) -> tuple[float, float, Any]:
+def predictions(arch: Architecture, gpu: str, phase: str, batch: int, tokens: int) -> tuple[Any, Any, Any]:
+    """One pass priced three ways: preset `ideal`, preset `lesson`, and method `per-op`
+    (whose ledger also says which bytes are weights read by matmuls and which are KV)."""
     out = []
-    for preset in ("ideal", "lesson"):
-        m = Deployment.build(arch, gpu, preset=preset)
-        step = prefill_step(m, tokens, batch) if phase == "prefill" else decode_step(m, tokens, batch)
-        out.append(step)
-    return float(out[0].time_s), float(out[1].time_s), out[0]
+    for preset, method in (("ideal", "lesson"), ("lesson", "lesson"), ("lesson", "per-op")):
+        m = Deployment.build(arch, gpu, preset=preset, method=method)
+        out.append(prefill_step(m, tokens, batch) if phase == "prefill" else decode_step(m, tokens, batch))
+    return out[0], out[1], out[2]
 
 
 def ms(seconds: float | None) -> str:
@@ -297,34 +422,78 @@ def report(points: list[Point], meta: dict[str, Any]) -> str:
         f"Predicted with `--gpu {meta['gpu']}`; {meta['dtype']}, torch {meta['torch']}"
         + (" (dry run: CPU timings against GPU predictions are not comparable)" if meta["dry_run"] else "")
         + (
-            ". Decode steps timed as CUDA graphs; `eager` adds the launch overhead."
+            ". Passes timed as CUDA graphs; `eager` launches each operation from Python."
             if meta["cuda_graphs"]
             else "."
         ),
         "",
-        "| phase | batch | tokens | measured | eager | ideal | lesson | measured / lesson | achieved |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"Measured ceilings: a {meta['ceiling_matmul_n']}³ matrix product at "
+        f"{meta['ceiling_flops_per_s'] / 1e12:.4g} TFLOP/s ({meta['ceiling_flops_share']:.1%} of the "
+        f"catalogue's {meta['peak_flops'] / 1e12:.4g}); a device copy at "
+        f"{meta['ceiling_bytes_per_s'] / 1e12:.3g} TB/s ({meta['ceiling_bytes_share']:.1%} of "
+        f"{meta['peak_bytes_per_s'] / 1e12:.3g}).",
+        "",
+        "| phase | batch | tokens | measured | eager | ideal | lesson | per-op | measured / lesson "
+        "| measured / per-op | achieved | of measured ceiling |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for p in points:
+        prefill = p.phase == "prefill"
         achieved = (
             f"{p.achieved_flops_per_s / 1e12:.3g} TFLOP/s"
-            if p.phase == "prefill"
+            if prefill
             else f"{p.achieved_bytes_per_s / 1e12:.3g} TB/s"
+        )
+        share = (
+            p.achieved_flops_per_s / meta["ceiling_flops_per_s"]
+            if prefill
+            else p.achieved_bytes_per_s / meta["ceiling_bytes_per_s"]
         )
         lines.append(
             f"| {p.phase} | {p.batch} | {p.tokens:,} | {ms(p.measured_s)} | {ms(p.eager_s)} | "
-            f"{ms(p.ideal_s)} | {ms(p.lesson_s)} | {p.measured_s / p.lesson_s:.3g} | {achieved} |"
+            f"{ms(p.ideal_s)} | {ms(p.lesson_s)} | {ms(p.per_op_s)} | {p.measured_s / p.lesson_s:.3g} | "
+            f"{p.measured_s / p.per_op_s:.3g} | {achieved} | {share:.0%} |"
         )
     lines += [
         "",
-        f"KV cache check (prefill vs prefill + one cached step): relative logit gap {meta['cache_gap']:.1e}.",
+        f"KV cache check (prefill vs prefill + one cached step): relative logit gap {meta['cache_gap']:.1e}. "
+        "Fused attention backends that take grouped queries here: "
+        f"{', '.join(meta['gqa_backends']) or 'none'}.",
     ]
+    parts = [p for p in points if p.matmuls_s is not None and p.attention_s is not None]
+    if parts:
+        how = ", each a CUDA graph" if meta["cuda_graphs"] else ""
+        lines += [
+            "",
+            f"Decode in parts{how}: the weight matmuls alone (against the ledger's weight bytes) and "
+            "every layer's attention alone (against its KV bytes); the rest is norms, rotation, "
+            "residuals, cache writes and launches.",
+            "",
+            "| batch | context | step | matmuls | weights at | attention | KV at | rest |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for p in parts:
+            assert p.matmuls_s is not None and p.attention_s is not None
+            weights_at, kv_at = p.weight_bytes / p.matmuls_s, p.kv_bytes / p.attention_s
+            ceiling = meta["ceiling_bytes_per_s"]
+            lines.append(
+                f"| {p.batch} | {p.tokens:,} | {ms(p.measured_s)} | {ms(p.matmuls_s)} | "
+                f"{weights_at / 1e12:.3g} TB/s ({weights_at / ceiling:.0%}) | "
+                f"{ms(p.attention_s)} | {kv_at / 1e12:.3g} TB/s ({kv_at / ceiling:.0%}) | "
+                f"{ms(p.measured_s - p.matmuls_s - p.attention_s)} |"
+            )
+    if not meta["complete"]:
+        lines += ["", "Incomplete: the run stopped before its last point."]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--gpu", default="h100-sxm", help="accelerator to predict with (h100-sxm, h200, ...)")
+    ap.add_argument(
+        "--gpu",
+        default="auto",
+        help="catalogue entry to predict with (h100-sxm, h200, ...; auto: read off the card's name)",
+    )
     ap.add_argument("--out", default="gpu_validate_out", help="folder for the JSON, CSV and Markdown")
     ap.add_argument("--dry-run", action="store_true", help="tiny shapes on the CPU: checks the script")
     ap.add_argument("--repeats", type=int, default=5, help="timed runs per point (median reported)")
@@ -334,57 +503,94 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("gpu_validate: no CUDA device; pass --dry-run to check the script on the CPU\n")
         return 2
     device = "cpu" if args.dry_run else "cuda"
+    device_name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
+    gpu = args.gpu
+    if gpu == "auto":
+        gpu = "h100-sxm" if args.dry_run else (catalogue_name(device_name) or "")
+        if not gpu:
+            sys.stderr.write(f"gpu_validate: {device_name!r} is not in the catalogue; name one with --gpu\n")
+            return 2
+    try:
+        hw = get_accelerator(gpu)
+    except RidgelineError as err:
+        sys.stderr.write(f"gpu_validate: {err}\n")
+        return 2
     shape, dtype = (TINY, torch.float32) if args.dry_run else (LLAMA_8B, torch.bfloat16)
     arch = tiny_architecture(shape) if args.dry_run else get_model("llama-3.1-8b")
     prefill_points, decode_points = (DRY_PREFILL, DRY_DECODE) if args.dry_run else (FULL_PREFILL, FULL_DECODE)
     max_context = max([*prefill_points, *(c + 1 for _, c in decode_points)])
     graphs = device == "cuda" and not args.no_graphs
     started = time.perf_counter()
-    torch.manual_seed(0)
-    model = Llama(shape, device, dtype, max_context)
-    gap = cache_consistency(model, 32)
-    points = []
-    for n in prefill_points:
-        ideal_s, lesson_s, step = predictions(arch, args.gpu, "prefill", 1, n)
-        measured = time_prefill(model, n, args.repeats)
-        points.append(
-            Point("prefill", 1, n, measured, None, ideal_s, lesson_s, float(step.flops), float(step.bytes))
-        )
-        print(f"prefill {n:>6}: {ms(measured)} (lesson {ms(lesson_s)})", flush=True)
-    for batch, context in decode_points:
-        ideal_s, lesson_s, step = predictions(arch, args.gpu, "decode", batch, context)
-        measured, eager = time_decode(model, batch, context, max(args.repeats, 20), graphs)
-        points.append(
-            Point(
-                "decode",
-                batch,
-                context,
-                measured,
-                eager,
-                ideal_s,
-                lesson_s,
-                float(step.flops),
-                float(step.bytes),
-            )
-        )
-        print(
-            f"decode b{batch:<3} c{context:>6}: {ms(measured)} (eager {ms(eager)}, lesson {ms(lesson_s)})",
-            flush=True,
-        )
-    meta = {
+    flops_ceiling, bytes_ceiling = ceilings(device, dtype, args.dry_run)
+    peak_flops = hw.peak_flops["bf16"]
+    meta: dict[str, Any] = {
         "model": arch.name,
-        "gpu": args.gpu,
-        "device_name": torch.cuda.get_device_name() if device == "cuda" else "CPU",
+        "gpu": gpu,
+        "device_name": device_name,
         "dtype": str(dtype).removeprefix("torch."),
         "torch": torch.__version__,
         "dry_run": args.dry_run,
         "cuda_graphs": graphs,
-        "cache_gap": gap,
-        "wall_s": time.perf_counter() - started,
+        "ceiling_matmul_n": 256 if args.dry_run else 8192,
+        "ceiling_flops_per_s": flops_ceiling,
+        "ceiling_bytes_per_s": bytes_ceiling,
+        "peak_flops": peak_flops,
+        "peak_bytes_per_s": hw.bandwidth_bytes_per_s,
+        "ceiling_flops_share": flops_ceiling / peak_flops,
+        "ceiling_bytes_share": bytes_ceiling / hw.bandwidth_bytes_per_s,
+        "catalogue_matmul_share": hw.matmul_share.get("bf16"),
+        "complete": False,
     }
-    write(Path(args.out), points, meta)
+    print(
+        f"ceilings: {flops_ceiling / 1e12:.4g} TFLOP/s, {bytes_ceiling / 1e12:.3g} TB/s "
+        f"(catalogue {gpu}: {peak_flops / 1e12:.4g}, {hw.bandwidth_bytes_per_s / 1e12:.3g})",
+        flush=True,
+    )
+    torch.manual_seed(0)
+    model = Llama(shape, device, dtype, max_context)
+    meta["cache_gap"] = cache_consistency(model, 32)
+    meta["gqa_backends"] = gqa_backends(model)
+    print(f"fused attention backends taking GQA decode: {meta['gqa_backends'] or 'none'}", flush=True)
+    points: list[Point] = []
+    folder = Path(args.out)
+    for phase, batch, tokens in [
+        *(("prefill", 1, n) for n in prefill_points),
+        *(("decode", b, c) for b, c in decode_points),
+    ]:
+        ideal, lesson, per_op = predictions(arch, gpu, phase, batch, tokens)
+        if phase == "prefill":
+            times = DecodeTimes(*time_prefill(model, tokens, args.repeats, graphs), None, None)
+        else:
+            times = time_decode(model, batch, tokens, max(args.repeats, 20), graphs)
+        point = Point(
+            phase=phase,
+            batch=batch,
+            tokens=tokens,
+            measured_s=times.step_s,
+            eager_s=times.eager_s,
+            ideal_s=float(ideal.time_s),
+            lesson_s=float(lesson.time_s),
+            per_op_s=float(per_op.time_s),
+            flops=float(ideal.flops),
+            bytes=float(ideal.bytes),
+            weight_bytes=float(per_op.weight_bytes_per_gpu),
+            kv_bytes=float(per_op.kv_bytes_per_gpu),
+            matmuls_s=times.matmuls_s,
+            attention_s=times.attention_s,
+        )
+        points.append(point)
+        print(
+            f"{phase} b{batch:<3} n{tokens:>6}: {ms(times.step_s)} (eager {ms(times.eager_s)}, "
+            f"matmuls {ms(times.matmuls_s)}, attention {ms(times.attention_s)}; "
+            f"lesson {ms(point.lesson_s)}, per-op {ms(point.per_op_s)})",
+            flush=True,
+        )
+        meta["wall_s"] = time.perf_counter() - started
+        write(folder, points, meta)  # after every point: a run cut short keeps what it measured
+    meta["complete"] = True
+    write(folder, points, meta)
     print(f"wrote {args.out}/gpu_validate.{{json,csv,md}} in {meta['wall_s']:.1f} s")
-    return 0 if math.isfinite(gap) else 1
+    return 0 if math.isfinite(meta["cache_gap"]) else 1
 
 
 def write(folder: Path, points: list[Point], meta: dict[str, Any]) -> None:
