@@ -28,6 +28,7 @@ import statistics
 import sys
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,8 @@ CATALOGUE_NAMES = (
 )
 DRY_PREFILL = (16, 48)
 DRY_DECODE = ((1, 16), (2, 40))
+SWEEP_TOKENS = (1, 4, 16, 32, 64, 96, 128, 192, 256, 384, 512, 1024, 2048, 4096, 8192)
+DRY_SWEEP_TOKENS = (1, 8, 32)
 
 
 def tiny_architecture(s: Shape) -> Architecture:
@@ -358,6 +361,62 @@ def time_decode(model: Llama, batch: int, context: int, steps: int, graphs: bool
         )
 
 
+@dataclass
+class SweepPoint:
+    tokens: int
+    time_s: float
+    flops: float
+    weight_bytes: float
+    form_s: float = 0.0  # the fitted roofline form's time
+
+
+def matmul_sweep(model: Llama, tokens: tuple[int, ...], repeats: int, graphs: bool) -> list[SweepPoint]:
+    """One layer's weight matmuls as engines run them (QKV fused, output, gate and up fused,
+    down) for M tokens at a time: each M's time, FLOPs and weight bytes."""
+    layer = model.layers[0]
+    qkv = torch.cat((layer["wq"], layer["wk"], layer["wv"]))
+    gate_up = torch.cat((layer["w_gate"], layer["w_up"]))
+    weights = (qkv, layer["wo"], gate_up, layer["w_down"])
+    params = sum(w.numel() for w in weights)
+    out = []
+    with torch.inference_mode():
+        for m in tokens:
+            x = torch.randn(m, model.s.hidden, device=model.device, dtype=model.dtype)
+            z = torch.randn(m, model.s.mlp, device=model.device, dtype=model.dtype)
+
+            def matmuls(x: torch.Tensor = x, z: torch.Tensor = z) -> None:
+                F.linear(x, qkv), F.linear(x, layer["wo"]), F.linear(x, gate_up), F.linear(z, layer["w_down"])
+
+            matmuls()
+            sync(model.device)
+            if graphs:
+                took = graph_time(matmuls, repeats)
+            else:
+                took = statistics.median(timed_s(matmuls, model.device, repeats))
+            out.append(SweepPoint(m, took, 2.0 * m * params, float(params * qkv.element_size())))
+    return out
+
+
+def fit_form(points: list[SweepPoint], ceiling_flops: float) -> tuple[float, float, float]:
+    """The engine profiles' matmul form fitted to a sweep: time = max(FLOPs / (share x ceiling
+    x M / (M + half_m)), weight bytes / bandwidth), the bandwidth read off the one-token
+    point. Returns (share, half_m, bandwidth), by least squares on log time over a grid."""
+    bandwidth = points[0].weight_bytes / points[0].time_s
+
+    def form(p: SweepPoint, share: float, half_m: float) -> float:
+        rate = share * ceiling_flops * p.tokens / (p.tokens + half_m)
+        return max(p.flops / rate, p.weight_bytes / bandwidth)
+
+    def loss(share: float, half_m: float) -> float:
+        return sum(math.log(form(p, share, half_m) / p.time_s) ** 2 for p in points)
+
+    grid = [(s / 100, h) for s in range(40, 121) for h in (*range(0, 256), *range(256, 4097, 8))]
+    share, half_m = min(grid, key=lambda g: loss(*g))
+    for p in points:
+        p.form_s = form(p, share, half_m)
+    return share, half_m, bandwidth
+
+
 def cache_consistency(model: Llama, n: int) -> float:
     """Max |logit difference| between one prefill of n tokens and a prefill of n-1 tokens
     followed by one decode step through the cache: the cache must hold what it should."""
@@ -415,7 +474,7 @@ def ms(seconds: float | None) -> str:
     return f"{seconds * 1e3:.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.1f} µs"
 
 
-def report(points: list[Point], meta: dict[str, Any]) -> str:
+def report(points: list[Point], meta: dict[str, Any], sweep: Sequence[SweepPoint] = ()) -> str:
     lines = [
         f"# GPU validation: {meta['model']} on {meta['device_name']}",
         "",
@@ -481,6 +540,23 @@ def report(points: list[Point], meta: dict[str, Any]) -> str:
                 f"{weights_at / 1e12:.3g} TB/s ({weights_at / ceiling:.0%}) | "
                 f"{ms(p.attention_s)} | {kv_at / 1e12:.3g} TB/s ({kv_at / ceiling:.0%}) | "
                 f"{ms(p.measured_s - p.matmuls_s - p.attention_s)} |"
+            )
+    if sweep:
+        lines += [
+            "",
+            "One layer's weight matmuls (QKV and gate/up fused, as engines fuse them) for M tokens "
+            "at a time, against the engine profiles' form fitted to them: time = max(FLOPs / (share "
+            "x ceiling x M / (M + half_m)), weight bytes / bandwidth), the bandwidth the one-token "
+            f"point's: share {meta['sweep_share']:.2f}, half_m {meta['sweep_half_m_tokens']:g} tokens, "
+            f"{meta['sweep_weight_bytes_per_s'] / 1e12:.3g} TB/s.",
+            "",
+            "| tokens | time | TFLOP/s | weights at | form | form / measured |",
+            "|---:|---:|---:|---:|---:|---:|",
+        ]
+        for q in sweep:
+            lines.append(
+                f"| {q.tokens:,} | {ms(q.time_s)} | {q.flops / q.time_s / 1e12:.3g} | "
+                f"{q.weight_bytes / q.time_s / 1e12:.3g} TB/s | {ms(q.form_s)} | {q.form_s / q.time_s:.3f} |"
             )
     if not meta["complete"]:
         lines += ["", "Incomplete: the run stopped before its last point."]
@@ -587,25 +663,32 @@ def main(argv: list[str] | None = None) -> int:
         )
         meta["wall_s"] = time.perf_counter() - started
         write(folder, points, meta)  # after every point: a run cut short keeps what it measured
-    meta["complete"] = True
-    write(folder, points, meta)
+    swept_tokens = DRY_SWEEP_TOKENS if args.dry_run else SWEEP_TOKENS
+    sweep = matmul_sweep(model, swept_tokens, max(args.repeats, 20), graphs)
+    share, half_m, bandwidth = fit_form(sweep, flops_ceiling)
+    meta |= {"sweep_share": share, "sweep_half_m_tokens": half_m, "sweep_weight_bytes_per_s": bandwidth}
+    print(f"matmuls against tokens: share {share:.2f} of the ceiling, half at {half_m:g} tokens", flush=True)
+    meta["complete"], meta["wall_s"] = True, time.perf_counter() - started
+    write(folder, points, meta, sweep)
     print(f"wrote {args.out}/gpu_validate.{{json,csv,md}} in {meta['wall_s']:.1f} s")
     return 0 if math.isfinite(meta["cache_gap"]) else 1
 
 
-def write(folder: Path, points: list[Point], meta: dict[str, Any]) -> None:
+def write(folder: Path, points: list[Point], meta: dict[str, Any], sweep: Sequence[SweepPoint] = ()) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     rows = [
         asdict(p)
         | {"achieved_flops_per_s": p.achieved_flops_per_s, "achieved_bytes_per_s": p.achieved_bytes_per_s}
         for p in points
     ]
-    (folder / "gpu_validate.json").write_text(json.dumps({"meta": meta, "points": rows}, indent=2) + "\n")
+    swept = [asdict(p) for p in sweep]
+    data = {"meta": meta, "points": rows, "sweep": swept}
+    (folder / "gpu_validate.json").write_text(json.dumps(data, indent=2) + "\n")
     with (folder / "gpu_validate.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    (folder / "gpu_validate.md").write_text(report(points, meta))
+    (folder / "gpu_validate.md").write_text(report(points, meta, sweep))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from conftest import ROOT
 
@@ -54,7 +57,8 @@ def test_the_dry_run_writes_data_and_a_report(tmp_path: Path) -> None:
     assert len(rows) == 4 and float(rows[0]["flops"]) == points[0]["flops"]
     report = (tmp_path / "gpu_validate.md").read_text()
     assert "| phase | batch | tokens | measured |" in report and "dry run" in report
-    assert "| batch | context | step | matmuls |" in report
+    assert "| batch | context | step | matmuls |" in report and "| tokens | time | TFLOP/s |" in report
+    assert [q["tokens"] for q in data["sweep"]] == [1, 8, 32] and all(q["time_s"] > 0 for q in data["sweep"])
 
 
 def test_without_a_gpu_the_real_run_says_how_to_dry_run(tmp_path: Path) -> None:
@@ -69,16 +73,21 @@ def test_without_a_gpu_the_real_run_says_how_to_dry_run(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "--dry-run" in proc.stderr
 
 
-def test_the_card_names_its_catalogue_entry() -> None:
+def script() -> Any:
     import importlib.util
-
-    from ridgeline.hardware import builtin_catalogue
 
     spec = importlib.util.spec_from_file_location("gpu_validate", ROOT / "benchmarks" / "gpu_validate.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up by name
     spec.loader.exec_module(module)
+    return module
+
+
+def test_the_card_names_its_catalogue_entry() -> None:
+    from ridgeline.hardware import builtin_catalogue
+
+    module = script()
     # names as nvidia-smi and torch.cuda.get_device_name() print them
     assert module.catalogue_name("NVIDIA H200") == "h200"
     assert module.catalogue_name("NVIDIA H100 80GB HBM3") == "h100-sxm"
@@ -91,3 +100,20 @@ def test_the_card_names_its_catalogue_entry() -> None:
     assert module.catalogue_name("NVIDIA GeForce RTX 4090") == "rtx-4090"
     assert module.catalogue_name("Tesla T4") is None
     assert {entry for _, entry in module.CATALOGUE_NAMES} <= set(builtin_catalogue())
+
+
+def test_the_matmul_form_is_recovered_from_times_it_generated() -> None:
+    """Times made by the profiles' form itself (share 0.8 of an 800 TFLOP/s ceiling, half
+    at 100 tokens, weights read at 3 TB/s; one token is bandwidth-bound) fit back to it."""
+    module = script()
+    params, ceiling, bandwidth = 218e6, 800e12, 3e12
+
+    def law(m: int) -> float:
+        return max(2 * m * params / (0.8 * ceiling * m / (m + 100)), 2 * params / bandwidth)
+
+    points = [
+        module.SweepPoint(m, law(m), 2.0 * m * params, 2 * params) for m in (1, 16, 64, 256, 1024, 8192)
+    ]
+    share, half_m, read = module.fit_form(points, ceiling)
+    assert (share, half_m) == (0.8, 100) and read == pytest.approx(bandwidth)
+    assert all(p.form_s == pytest.approx(p.time_s) for p in points)
