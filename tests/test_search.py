@@ -382,6 +382,25 @@ def test_each_engine_gets_its_own_launch_command(engine: str, expected: list[str
         )
 
 
+def test_sglangs_static_fraction_holds_the_weights_and_the_simulated_cache() -> None:
+    """SGLang's pool is --mem-fraction-static of memory less the weights: the fraction the
+    command carries gives back the simulation's KV room, to the hundredth of memory below it
+    (0.9 of memory less activations and runtime, not vLLM's 0.9 itself)."""
+    from ridgeline.deployment import Deployment
+    from ridgeline.memory import stored_weight_bytes_per_gpu
+    from ridgeline.simulate.kvcache import kv_cache
+
+    d = Deployment.build("llama-3.1-8b", "h100-sxm", weights="fp8", maths="fp8", kv_dtype="fp8", tp=2,
+                         engine="sglang")  # fmt: skip
+    found = launch(launch_row("sglang"), "meta-llama/Llama-3.1-8B", d, 16, 0.9)
+    assert found is not None
+    fraction = float(found.command.split("--mem-fraction-static ")[1].split()[0])
+    room = kv_cache(d, 16, 0.9, 128, 4096).room_bytes_per_gpu
+    memory, weights = d.hw.memory_bytes, stored_weight_bytes_per_gpu(d)
+    assert fraction * memory - weights <= room < (fraction + 0.01) * memory - weights
+    assert fraction < 0.9 and any("--mem-fraction-static" in note for note in found.assumptions)
+
+
 def test_a_catalogue_name_in_a_launch_command_is_an_assumption() -> None:
     from ridgeline.deployment import Deployment
 

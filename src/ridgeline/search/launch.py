@@ -112,7 +112,11 @@ def launch(
             argv += ["--chunked-prefill-size", str(budget)]
         else:  # -1 turns chunking off; a prefill batch is then bounded by --max-prefill-tokens
             argv += ["--chunked-prefill-size", "-1", "--max-prefill-tokens", str(budget)]
-        argv += ["--mem-fraction-static", f"{utilization:g}"]
+        argv += ["--mem-fraction-static", f"{sglang_static_fraction(d, row, block_tokens, utilization):.2f}"]
+        notes.append(
+            "--mem-fraction-static is the share of memory for the weights and the KV pool: this value "
+            "gives the KV cache the simulation had"
+        )
         if graphs:
             argv += ["--cuda-graph-max-bs", str(graphs)]
         if str(row["policy"]) != "sglang":  # the sglang policy's prefill steps run no decodes, as SGLang's
@@ -239,12 +243,33 @@ def trtllm_policy(policy: str) -> str:
     return "GUARANTEED_NO_EVICT" if policy == "no-evict" else "MAX_UTILIZATION"
 
 
+def sglang_static_fraction(
+    d: Deployment, row: dict[str, Any], block_tokens: int, utilization: float
+) -> float:
+    """The share of memory that holds the weights and the simulation's KV room per GPU: what
+    SGLang's --mem-fraction-static asks for (its pool is that share of memory less the
+    weights; activations and CUDA graphs live in the rest)."""
+    weights = stored_weight_bytes_per_gpu(d)
+    return _share(_kv_room(d, row, block_tokens, utilization) + weights, d.hw.memory_bytes)
+
+
 def trtllm_kv_fraction(d: Deployment, row: dict[str, Any], block_tokens: int, utilization: float) -> float:
     """The simulation's KV room per GPU over the memory left after the weights: the share
     TensorRT-LLM's --kv_cache_free_gpu_memory_fraction asks for."""
-    kv = kv_cache(d, block_tokens, utilization, int(row["max_num_seqs"]), int(row["max_num_batched_tokens"]))
     free = d.hw.memory_bytes - stored_weight_bytes_per_gpu(d)
-    return max(0.01, min(0.99, math.floor(100 * kv.room_bytes_per_gpu / free) / 100))
+    return _share(_kv_room(d, row, block_tokens, utilization), free)
+
+
+def _kv_room(d: Deployment, row: dict[str, Any], block_tokens: int, utilization: float) -> float:
+    """The KV room per GPU the simulation of this row had."""
+    seqs, budget = int(row["max_num_seqs"]), int(row["max_num_batched_tokens"])
+    return kv_cache(d, block_tokens, utilization, seqs, budget).room_bytes_per_gpu
+
+
+def _share(part: float, whole: float) -> float:
+    """part / whole as an engine flag takes it: two decimals, rounded down (never more cache
+    than the simulation had), within 0.01 and 0.99."""
+    return max(0.01, min(0.99, math.floor(100 * part / whole) / 100))
 
 
 def gguf_type(weights: str) -> str:
