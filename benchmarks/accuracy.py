@@ -123,7 +123,8 @@ def main() -> None:
     groups += [(f"regime {k}", v) for k, v in report.by(checked, "regime").items()]
     groups += [(f"engine {k}", v) for k, v in report.by(checked, "engine").items()]
     if args.checks:
-        groups += [(f"{key} {k}", v) for key in ("gpu", "model") for k, v in report.by(checked, key).items()]
+        keys = (("group", "source"), ("gpu", "gpu"), ("model", "model"))
+        groups += [(f"{label} {k}", v) for key, label in keys for k, v in report.by(checked, key).items()]
     if args.markdown:
         print(
             "| rows | n | median \\|error\\| held out | worst held out | median in-sample | band coverage |"
