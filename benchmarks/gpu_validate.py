@@ -310,7 +310,7 @@ def time_prefill(model: Llama, n: int, repeats: int, graphs: bool) -> tuple[floa
 
 
 @dataclass
-class DecodeTimes:
+class PassTimes:
     step_s: float  # the whole pass: a CUDA graph on a GPU, else eager
     eager_s: float | None  # with graphs: the whole step launched op by op
     matmuls_s: float | None  # the weight matmuls alone (a graph where the step is one)
@@ -333,7 +333,7 @@ def graph_time(fn: Any, steps: int) -> float:
     return statistics.median(timed_s(graph.replay, "cuda", steps))
 
 
-def time_decode(model: Llama, batch: int, context: int, steps: int, graphs: bool) -> DecodeTimes:
+def time_decode(model: Llama, batch: int, context: int, steps: int, graphs: bool) -> PassTimes:
     """One decode step at `context` cached tokens, whole and in its two big parts."""
     kv = model.cache(batch, context + 1)
     ids = torch.randint(0, model.s.vocab, (batch, 1), device=model.device)
@@ -355,8 +355,8 @@ def time_decode(model: Llama, batch: int, context: int, steps: int, graphs: bool
         eager = statistics.median(timed_s(step, model.device, steps))
         if not graphs:
             parts = (statistics.median(timed_s(fn, model.device, steps)) for fn in (matmuls, attention))
-            return DecodeTimes(eager, None, *parts)
-        return DecodeTimes(
+            return PassTimes(eager, None, *parts)
+        return PassTimes(
             graph_time(step, steps), eager, graph_time(matmuls, steps), graph_time(attention, steps)
         )
 
@@ -635,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
     ]:
         ideal, lesson, per_op = predictions(arch, gpu, phase, batch, tokens)
         if phase == "prefill":
-            times = DecodeTimes(*time_prefill(model, tokens, args.repeats, graphs), None, None)
+            times = PassTimes(*time_prefill(model, tokens, args.repeats, graphs), None, None)
         else:
             times = time_decode(model, batch, tokens, max(args.repeats, 20), graphs)
         point = Point(
