@@ -45,6 +45,19 @@ def test_json_carries_active_parameters_for_moe() -> None:
     assert data["model"]["parameters"] == pytest.approx(46.7e9, rel=0.01)
 
 
+def test_qwen3_235b_counted_by_hand() -> None:
+    """Qwen3-235B-A22B (the catalogue entry, from its config.json): per layer, attention
+    (64 query and 4 KV heads of 128, q/k norms, two RMSNorms), a 128-way router and 128
+    experts of width 1,536 (8 routed a token); untied 151,936-token embeddings."""
+    attention = 4096 * 64 * 128 + 2 * 4096 * 4 * 128 + 64 * 128 * 4096 + 2 * 128 + 2 * 4096
+    router, expert = 4096 * 128, 3 * 4096 * 1536
+    outside = 2 * 151_936 * 4096 + 4096
+    arch = get_model("qwen3-235b-a22b")
+    assert arch.parameters == 94 * (attention + router + 128 * expert) + outside  # 235.1 B
+    assert arch.active_parameters == 94 * (attention + router + 8 * expert) + outside  # 22.2 B
+    assert kv_bytes_per_token(arch, Precision()) == 94 * 2 * 4 * 128 * 2
+
+
 def test_gemma_sliding_layers_cap_the_cache() -> None:
     """Gemma 2 alternates 4,096-token sliding windows with global layers (21 each)."""
     arch = get_model(str(DATA / "gemma-2-9b" / "config.json"))
