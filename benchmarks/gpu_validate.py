@@ -43,6 +43,7 @@ import torch.nn.functional as F
 
 from ridgeline.architecture import Architecture
 from ridgeline.deployment import Deployment
+from ridgeline.engines import small_m_rate
 from ridgeline.errors import RidgelineError
 from ridgeline.hardware import get_accelerator
 from ridgeline.models import get_model
@@ -303,10 +304,8 @@ def time_prefill(model: Llama, n: int, repeats: int, graphs: bool) -> tuple[floa
 
         prefill()  # warm-up: kernels chosen, memory pooled
         sync(model.device)
-        eager = statistics.median(timed_s(prefill, model.device, repeats))
-        if not graphs:
-            return eager, None
-        return graph_time(prefill, repeats), eager
+        eager = best_time(prefill, model.device, repeats, graphs=False)
+        return (best_time(prefill, model.device, repeats, graphs), eager) if graphs else (eager, None)
 
 
 @dataclass
@@ -333,6 +332,11 @@ def graph_time(fn: Any, steps: int) -> float:
     return statistics.median(timed_s(graph.replay, "cuda", steps))
 
 
+def best_time(fn: Any, device: str, repeats: int, graphs: bool) -> float:
+    """Median time of `fn`: captured once as a CUDA graph and replayed, or launched eagerly."""
+    return graph_time(fn, repeats) if graphs else statistics.median(timed_s(fn, device, repeats))
+
+
 def time_decode(model: Llama, batch: int, context: int, steps: int, graphs: bool) -> PassTimes:
     """One decode step at `context` cached tokens, whole and in its two big parts."""
     kv = model.cache(batch, context + 1)
@@ -352,13 +356,10 @@ def time_decode(model: Llama, batch: int, context: int, steps: int, graphs: bool
         for fn in (step, matmuls, attention):
             fn()
         sync(model.device)
-        eager = statistics.median(timed_s(step, model.device, steps))
-        if not graphs:
-            parts = (statistics.median(timed_s(fn, model.device, steps)) for fn in (matmuls, attention))
-            return PassTimes(eager, None, *parts)
-        return PassTimes(
-            graph_time(step, steps), eager, graph_time(matmuls, steps), graph_time(attention, steps)
-        )
+        eager = best_time(step, model.device, steps, graphs=False)
+        step_s = best_time(step, model.device, steps, graphs) if graphs else eager
+        matmuls_s, attention_s = (best_time(fn, model.device, steps, graphs) for fn in (matmuls, attention))
+        return PassTimes(step_s, eager if graphs else None, matmuls_s, attention_s)
 
 
 @dataclass
@@ -389,10 +390,7 @@ def matmul_sweep(model: Llama, tokens: tuple[int, ...], repeats: int, graphs: bo
 
             matmuls()
             sync(model.device)
-            if graphs:
-                took = graph_time(matmuls, repeats)
-            else:
-                took = statistics.median(timed_s(matmuls, model.device, repeats))
+            took = best_time(matmuls, model.device, repeats, graphs)
             out.append(SweepPoint(m, took, 2.0 * m * params, float(params * qkv.element_size())))
     return out
 
@@ -404,7 +402,7 @@ def fit_form(points: list[SweepPoint], ceiling_flops: float) -> tuple[float, flo
     bandwidth = points[0].weight_bytes / points[0].time_s
 
     def form(p: SweepPoint, share: float, half_m: float) -> float:
-        rate = share * ceiling_flops * p.tokens / (p.tokens + half_m)
+        rate = small_m_rate(share * ceiling_flops, p.tokens, half_m)
         return max(p.flops / rate, p.weight_bytes / bandwidth)
 
     def loss(share: float, half_m: float) -> float:

@@ -338,9 +338,13 @@ class EngineProfile:
     def rates(self, d: Deployed, tokens: Num, sequences: Num = 1) -> Rates:
         """What a pass of `tokens` new tokens over `sequences` sequences reaches on `d`."""
         r = d.engine_reach if d.engine is self else self.reach(d)
-        gemm = _small_m(r.gemm_flops_per_s, tokens, r.half_m_tokens)
+        gemm = small_m_rate(r.gemm_flops_per_s, tokens, r.half_m_tokens)
         a = d.arch  # a routed expert's matmul sees only the tokens routed to it
-        routed = tokens_per_expert(a, tokens) if a.is_moe else tokens
+        experts = (
+            small_m_rate(r.expert_flops_per_s, tokens_per_expert(a, tokens), r.half_m_tokens)
+            if a.is_moe
+            else gemm
+        )
         return Rates(
             linear_flops_per_s=gemm,
             attention_flops_per_s=r.attention_flops_per_s,
@@ -349,7 +353,7 @@ class EngineProfile:
             overhead_s=self._launches_s(r, tokens, sequences) + self.per_sequence_s * sequences,
             collective_latency_s=r.collective_latency_s,
             link_bytes_per_s=r.link_bytes_per_s,
-            expert_flops_per_s=_small_m(r.expert_flops_per_s, routed, r.half_m_tokens) if a.is_moe else gemm,
+            expert_flops_per_s=experts,
             apart=True,
         )
 
@@ -399,7 +403,7 @@ def sinks_apart(a: Architecture, hw: Accelerator) -> bool:
     return a.attention_sinks and not hw.async_mma
 
 
-def _small_m(flops_per_s: Num, m: Num, half_m: float) -> Num:
+def small_m_rate(flops_per_s: Num, m: Num, half_m: float) -> Num:
     """A matmul of M rows reaches M / (M + half_m) of a large one's rate."""
     return flops_per_s * m / (m + half_m) if half_m > 0 else flops_per_s
 
