@@ -6,8 +6,9 @@ Run: python benchmarks/accuracy.py [--rows] [--markdown] [--checks] [--beyond] [
 README's accuracy tables are its --markdown and --rows --markdown output, pasted by hand)
 
 --checks does the same for the corpus's sources kept as independent checks (corpus.CHECKS:
-GPUStack's Qwen3-14B and Qwen3-32B pages), which no profile was fitted to: the fitted
-profile's prediction is their held-out one, and the summary adds each accelerator and model.
+GPUStack's Qwen3-14B and Qwen3-32B pages, its DeepSeek-R1 page and its Qwen3-235B-A22B
+pages), which no profile was fitted to: the fitted profile's prediction is their held-out
+one, and the summary adds each source, accelerator and model.
 
 --beyond predicts the cells of a corpus source's table that the corpus does not hold: the
 TensorRT-LLM 1.0 throughput table (perf-overview.md @00f37686): its FP8 cells for Llama 3.1
