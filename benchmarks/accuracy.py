@@ -8,7 +8,9 @@ README's accuracy tables are its --markdown and --rows --markdown output, pasted
 --checks does the same for the corpus's sources kept as independent checks (corpus.CHECKS:
 GPUStack's Qwen3-14B and Qwen3-32B pages, its DeepSeek-R1 page and its Qwen3-235B-A22B
 pages), which no profile was fitted to: the fitted profile's prediction is their held-out
-one, and the summary adds each source, accelerator and model.
+one, and the summary adds each source, accelerator and model. The bands are made of every
+held-out row, the check sources' among them, so it also rebuilds them without each check
+source in turn and says how many of that source's rows they hold.
 
 --beyond predicts the cells of a corpus source's table that the corpus does not hold: the
 TensorRT-LLM 1.0 throughput table (perf-overview.md @00f37686): its FP8 cells for Llama 3.1
@@ -148,6 +150,11 @@ def main() -> None:
         else:
             print(f"{cells[0]:18} n={cells[1]:>3}  held out: median {cells[2]:>6}, worst {cells[3]:>6};"
                   f"  in-sample median {cells[4]:>6};  inside band {cells[5]}")  # fmt: skip
+    if args.checks:
+        seen = report.unseen_coverage(report.check(), checked)
+        inside, n = (sum(x) for x in zip(*seen.values(), strict=True))
+        each = ", ".join(f"{source} {i}/{k}" for source, (i, k) in seen.items())
+        print(f"\nbands rebuilt without each check source hold {inside / n:.0%} of its rows ({each})")
     optimistic = sum(corpus.optimistic(c.row, c.held_out) for c in checked)
     print(f"\n{len(checked)} rows in {took:.1f} s; held-out predictions faster than measured: "
           f"{optimistic / len(checked):.0%}; median signed held-out error "

@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from ridgeline.accuracy import corpus, fit  # noqa: E402
+from ridgeline.accuracy import corpus, fit, report  # noqa: E402
 from ridgeline.engines import EngineProfile, profile_to_toml  # noqa: E402
 
 ENGINES_TOML = ROOT / "src" / "ridgeline" / "data" / "engines.toml"
@@ -36,13 +36,13 @@ CACHE = ROOT / ".cache" / "fit_results.json"  # the last fit, for --reuse (git-i
 # reads a source's rows better than a fit that never saw them (9.8% against 10.4% on this
 # corpus), since the full fit's starting point and weights already know them.
 FOLD_STEPS = 3
-MIN_BAND_ROWS = 6  # fewer held-out rows in an engine's regime: the band pools every engine's
 HEADER = """# Engine profiles: how close to the roofline each serving engine runs (see engines.py for
 # the terms). Fitted by scripts/fit_engines.py to the published measurements in
 # data/corpus/ (a bounded least squares on log(predicted / measured) with a prior on every
 # parameter); `provenance` says, for every number, whether rows of the corpus moved it
 # (and which) or it is the physical prior. `uncertainty` is, per regime, the p10 and p90
-# of measured / predicted time on rows whose source was left out of the fit.
+# of measured / predicted time on held-out rows: the corpus's, each predicted by the fit
+# that left its source out, and those of the sources kept as checks, which no fit saw.
 # Regenerate with: python scripts/fit_engines.py --write
 
 """
@@ -120,27 +120,21 @@ def main() -> None:
             results = dict(zip(names, work, strict=True))
         CACHE.parent.mkdir(parents=True, exist_ok=True)
         CACHE.write_text(json.dumps(results), encoding="utf-8")
-    rows = {r.id: r for r in corpus.rows()}
-    pooled: dict[str, list[float]] = {}
-    for res in results.values():
-        for rid, e in res["held_out"].items():
-            pooled.setdefault(rows[rid].regime, []).append(fit.time_ratio(rows[rid], e))
+    rows = {r.id: r for r in (*corpus.rows(), *corpus.check_rows())}
+    fitted = {name: _fitted(name, res) for name, res in results.items()}
+    # every held-out row: the corpus's, predicted by the fit that left its source out, and the
+    # check sources', which no fit saw
+    ratios = {i: fit.time_ratio(rows[i], e) for res in results.values() for i, e in res["held_out"].items()}
+    ratios |= report.log_time_ratios(report.check(corpus.check_rows(), fitted))
     lines = [HEADER]
     for name in names:
         prior, res = corpus.priors()[name], results[name]
-        fitted = fit.with_values(prior, [p for p in fit.PARAMS if p.key in res["params"]], res["x"])
-        mine = fit.bands(res["held_out"], [r for r in rows.values() if r.engine == name])
-        counts = {g: sum(1 for rid in res["held_out"] if rows[rid].regime == g) for g in mine}
-        band = {g: (mine[g] if counts.get(g, 0) >= MIN_BAND_ROWS else _pooled(pooled[g])) for g in pooled}
+        bands = fit.bands(ratios, rows, name)
+        band = {g: (b.low, b.high) for g, b in bands.items()}
         prov = {**provenance(res, prior), **fixed(prior)}
-        for g in band:
-            source = (
-                f"{counts.get(g, 0)} held-out rows of {name}"
-                if counts.get(g, 0) >= MIN_BAND_ROWS
-                else (f"held-out rows of every engine ({len(pooled[g])}); {name} has {counts.get(g, 0)}")
-            )
-            prov[f"uncertainty.{g}"] = f"p10, p90 of measured / predicted time: {source}"
-        out = _with(fitted, band, prov)
+        for g, b in bands.items():
+            prov[f"uncertainty.{g}"] = f"p10, p90 of measured / predicted time: {b.made_of}"
+        out = _with(fitted[name], band, prov)
         lines.append(profile_to_toml(out) + "\n")
         held = [abs(math.exp(e) - 1) for e in res["held_out"].values()]
         med, worst = statistics.median(held), max(held)
@@ -158,11 +152,9 @@ def main() -> None:
         print(f"wrote {ENGINES_TOML.relative_to(ROOT)} and {CV_JSON.relative_to(ROOT)}")
 
 
-def _pooled(ratios: list[float]) -> tuple[float, float]:
-    import numpy as np
-
-    lo, hi = np.percentile(ratios, [10, 90])
-    return float(math.exp(lo)), float(math.exp(hi))
+def _fitted(name: str, res: dict[str, Any]) -> EngineProfile:
+    params = [p for p in fit.PARAMS if p.key in res["params"]]
+    return fit.with_values(corpus.priors()[name], params, res["x"])
 
 
 def _with(p: EngineProfile, band: dict[str, tuple[float, float]], prov: dict[str, str]) -> EngineProfile:

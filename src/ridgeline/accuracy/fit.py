@@ -22,7 +22,8 @@ Cross-validation leaves one *source* out at a time: the fit is redone without th
 source's rows (one Gauss-Newton solve from the full fit, on the full fit's Jacobian; with
 `fold_steps` > 1, that many, each on the fold's own Jacobian), and
 the source's rows are predicted, with the full model, from that fold's parameters. The
-error bands of a profile are the p10 and p90 of those held-out measured/predicted ratios.
+error bands of a profile are the p10 and p90 of measured/predicted time over every held-out
+row: those, and the rows of the sources kept as checks (corpus.CHECKS), which no fit saw.
 """
 
 from __future__ import annotations
@@ -389,23 +390,46 @@ def fold(
     return descend(pb, xf, steps - 1, keep)[0] if steps > 1 else xf
 
 
+@dataclass(frozen=True)
+class Band:
+    low: float  # p10 of measured / predicted time
+    high: float  # p90
+    made_of: str  # which held-out rows
+
+
 def time_ratio(row: Row, log_error: float) -> float:
     """log(measured time / predicted time) from log(predicted / measured) of the row's
     quantity: a rate's error turns over."""
     return log_error if corpus.is_rate(row) else -log_error
 
 
-def bands(held_out: dict[str, float], rows: Sequence[Row]) -> dict[str, tuple[float, float]]:
-    """p10 and p90, by regime, of measured time / predicted time on held-out rows: the band
-    a prediction's times carry."""
+MIN_BAND_ROWS = 6  # fewer held-out rows of an engine in a regime: its band pools every engine's
+
+
+def bands(ratios: dict[str, float], rows: dict[str, Row], engine: str) -> dict[str, Band]:
+    """An engine's band in each regime: the p10 and p90 of measured / predicted time over
+    every held-out row of the engine in that regime. `ratios` holds each row's log time
+    ratio by id: the corpus's rows predicted by the fit that left their source out, and the
+    check sources' rows, which no fit saw. Where the engine has fewer than MIN_BAND_ROWS in
+    a regime, the band is every engine's there."""
     import numpy as np
 
-    by_regime: dict[str, list[float]] = {}
-    for r in rows:
-        if r.id in held_out:
-            by_regime.setdefault(r.regime, []).append(time_ratio(r, held_out[r.id]))
+    def band(ids: list[str], made_of: str) -> Band:
+        lo, hi = np.percentile([ratios[i] for i in ids], [10, 90])
+        return Band(float(math.exp(lo)), float(math.exp(hi)), made_of)
+
+    def count(ids: list[str]) -> str:
+        checks = sum(1 for i in ids if rows[i].group in corpus.CHECKS)
+        return f"{len(ids) - checks} held-out corpus rows and {checks} of the check sources"
+
+    by_regime: dict[str, list[str]] = {}
+    for i in sorted(ratios):
+        by_regime.setdefault(rows[i].regime, []).append(i)
     out = {}
-    for regime, errs in by_regime.items():
-        lo, hi = np.percentile(errs, [10, 90])
-        out[regime] = (float(math.exp(lo)), float(math.exp(hi)))
+    for regime, ids in by_regime.items():
+        mine = [i for i in ids if rows[i].engine == engine]
+        if len(mine) >= MIN_BAND_ROWS:
+            out[regime] = band(mine, f"{count(mine)} of {engine}")
+        else:
+            out[regime] = band(ids, f"every engine's {count(ids)}; {engine} has {len(mine)}")
     return out

@@ -69,6 +69,30 @@ def check(
     return out
 
 
+def log_time_ratios(checked: Iterable[Checked]) -> dict[str, float]:
+    """log(measured time / held-out predicted time) by row id: what the bands are made of."""
+    return {c.row.id: math.log(c.time_ratio) for c in checked}
+
+
+def unseen_coverage(checked: Sequence[Checked], checks: Sequence[Checked]) -> dict[str, tuple[int, int]]:
+    """For each check source: how many of its rows (of how many) fall inside bands rebuilt,
+    as the fit builds them (fit.bands), from every held-out row but that source's. The
+    shipped bands hold the check sources' rows too; this is their coverage of a source
+    they never saw."""
+    rows = {c.row.id: c.row for c in (*checked, *checks)}
+    ratios = log_time_ratios([*checked, *checks])
+    out = {}
+    for source in sorted({c.row.group for c in checks}):
+        rest = {i: t for i, t in ratios.items() if rows[i].group != source}
+        mine = [c for c in checks if c.row.group == source]
+        inside = 0
+        for c in mine:
+            b = fit.bands(rest, rows, c.row.engine)[c.row.regime]
+            inside += b.low <= c.time_ratio <= b.high
+        out[source] = (inside, len(mine))
+    return out
+
+
 def median_abs(errors: Sequence[float]) -> float:
     return statistics.median(abs(e) for e in errors)
 
