@@ -250,7 +250,7 @@ def test_the_sources_kept_as_checks_are_predicted_and_never_fitted() -> None:
     the fitted profiles' predictions are their held-out ones. Their median |error| stays
     where it was measured."""
     rows = corpus.check_rows()
-    assert len(rows) == 38 + 9 + 25 and {r.group for r in rows} == set(corpus.CHECKS)
+    assert len(rows) == 38 + 9 + 29 and {r.group for r in rows} == set(corpus.CHECKS)
     assert not {r.id for r in rows} & {r.id for r in corpus.rows()}
     assert not any(group in folds for folds in report.folds().values() for group in corpus.CHECKS)
     checked = report.check(rows)
@@ -310,15 +310,19 @@ def test_the_deepseek_rows_carry_the_pages_totals() -> None:
     )
     d = corpus.deployment(rows["R01"], builtin_engines()["vllm"])
     assert ledger.kv_bytes_per_token(d.arch, d.prec) == 61 * (512 + 64) * 2
+    # TensorRT-LLM ran with --ep_size 8: its experts spread over the eight GPUs
+    assert [r.id for r in rows.values() if r.ep != 1] == ["R03"] and rows["R03"].ep == 8
+    assert corpus.deployment(rows["R03"], builtin_engines()["trtllm"]).par.ep == 8
 
 
 def test_the_qwen3_moe_rows_carry_the_pages_totals() -> None:
-    """GPUStack's Qwen3-235B-A22B pages (S01-S25: eight H100s, then eight A100s) print each
-    run's token totals and duration: a row's lengths are the totals over its requests, its
-    throughput (in + out) / duration; the bf16 runs are TP 8, the FP8 checkpoint's TP 4, and
-    on the A100, which has no fp8 maths, the FP8 weights are multiplied in bf16."""
+    """GPUStack's Qwen3-235B-A22B pages (S01-S25: eight H100s, then eight A100s; S26-S29 the
+    expert-parallel runs) print each run's token totals and duration: a row's lengths are
+    the totals over its requests, its throughput (in + out) / duration; the bf16 runs are
+    TP 8, the FP8 checkpoint's TP 4 (and TP 8 with its experts spread, EP = TP), and on the
+    A100, which has no fp8 maths, the FP8 weights are multiplied in bf16."""
     rows = {r.id: r for r in corpus.check_rows() if r.group == "GPUStack Qwen3 MoE"}
-    assert sorted(rows) == [f"S{i:02d}" for i in range(1, 26)]
+    assert sorted(rows) == [f"S{i:02d}" for i in range(1, 30)]
     runs = {  # total input, total generated, requests, duration (s)
         "S01": (212_894, 193_865, 984, 48.28),
         "S05": (3_200_000, 8_191, 100, 141.60),
@@ -327,6 +331,8 @@ def test_the_qwen3_moe_rows_carry_the_pages_totals() -> None:
         "S14": (217_393, 196_763, 1000, 89.35),
         "S19": (1_997_942, 91_352, 500, 255.70),
         "S23": (1_997_942, 90_389, 500, 450.71),
+        "S26": (211_761, 192_350, 984, 49.88),
+        "S29": (217_393, 195_590, 1000, 146.74),
     }
     for row_id, (into, out, n, seconds) in runs.items():
         row = rows[row_id]
@@ -334,6 +340,7 @@ def test_the_qwen3_moe_rows_carry_the_pages_totals() -> None:
         assert row.measured == pytest.approx((into + out) / seconds, rel=2e-3)
     for r in rows.values():
         assert r.model == "qwen3-235b-a22b" and r.kv == "bf16"
-        assert (r.tp, r.weights) in ((8, "bf16"), (4, "fp8"))
+        assert (r.tp, r.weights) in ((8, "bf16"), (4, "fp8")) or (r.tp, r.ep, r.weights) == (8, 8, "fp8")
+        assert r.ep == (r.tp if r.id >= "S26" else 1)
         assert r.maths == ("fp8" if r.weights == "fp8" and r.gpu == "h100-sxm" else "bf16")
     assert {r.gpu for r in rows.values()} == {"h100-sxm", "a100-80gb-sxm"}

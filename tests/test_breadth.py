@@ -158,6 +158,18 @@ def test_expert_parallel_spreads_experts() -> None:
     assert e.memory.per_gpu.weight_bytes == pytest.approx((arch.parameters * 2 - experts) / 4 + experts / 4)
 
 
+def test_expert_parallel_inside_tp_adds_no_collective() -> None:
+    """Attention is tensor-parallel, so every GPU of the group holds every token: experts
+    spread over the TP GPUs add their outputs in the all-reduce that ends the MoE layer
+    under TP alone. Mixtral 8x7B (32 layers, hidden 4096) at TP 4 with EP 4 sends two ring
+    all-reduces a layer, no more, and its decode step takes what TP 4's takes."""
+    tp, ep = (Deployment.build("mixtral-8x7b", tp=4, ep=e, preset="ideal") for e in (1, 4))
+    ring = 2 * 32 * (8 * 4096 * 2) * 2 * 3 / 4 / tp.hw.interconnect_bytes_per_s
+    for d in (tp, ep):
+        assert decode_step(d, 100, 8).comm_s == pytest.approx(ring + 2 * 32 * 8e-6)
+    assert decode_step(ep, 100, 8).time_s == pytest.approx(decode_step(tp, 100, 8).time_s)
+
+
 @pytest.mark.parametrize(
     "kwargs, fragment",
     [

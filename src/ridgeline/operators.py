@@ -219,7 +219,7 @@ def _moe_rows(at: _At, t: Num) -> list[OpRow]:
 
 
 def comm_row(m: Deployment, tokens: int, sequences: int = 1) -> OpRow | None:
-    """The all-reduces (and pipeline hand-offs, expert all-to-alls) of one pass."""
+    """The all-reduces (and pipeline hand-offs) of one pass."""
     comm = float(comm_s(m, tokens, pass_rates(m, tokens, sequences)))
     if comm == 0:
         return None

@@ -91,6 +91,7 @@ class Row:
     model: str
     gpu: str
     tp: int
+    ep: int  # expert-parallel GPUs (1: the experts split by TP)
     weights: str
     maths: str
     kv: str
@@ -146,6 +147,7 @@ def _mapped() -> tuple[Row, ...]:
                 model=r["model"],
                 gpu=r["gpu"],
                 tp=_int(r["tp"], 1),
+                ep=_int(r["ep"], 1),
                 weights=r["weights"],
                 maths=r["maths"],
                 kv=r["kv"],
@@ -198,7 +200,7 @@ def deployment(row: Row, profile: EngineProfile | None) -> Deployment:
         arch = replace(arch, file_bytes_per_param=arch.mixed_bytes_per_param(*MIXED[weights]))
         weights = "file"
     return Deployment.build(
-        arch, row.gpu, weights=weights, maths=row.maths, kv_dtype=row.kv, tp=row.tp, engine=profile
+        arch, row.gpu, weights=weights, maths=row.maths, kv_dtype=row.kv, tp=row.tp, ep=row.ep, engine=profile
     )
 
 
