@@ -4,6 +4,7 @@ lesson's sentences about quantisation, tensor parallelism and memory fit."""
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -16,7 +17,7 @@ from ridgeline.ledger import distinct_experts, kv_bytes, kv_bytes_per_token, pas
 from ridgeline.memory import plan
 from ridgeline.models import get_model
 from ridgeline.operators import operator_rows
-from ridgeline.parallel import make_parallel
+from ridgeline.parallel import expected_max_of_normals, expert_load, make_parallel
 from ridgeline.precision import Precision
 from ridgeline.step import decode_step, uniform
 from ridgeline.sweep import decode_grid
@@ -162,12 +163,51 @@ def test_expert_parallel_inside_tp_adds_no_collective() -> None:
     """Attention is tensor-parallel, so every GPU of the group holds every token: experts
     spread over the TP GPUs add their outputs in the all-reduce that ends the MoE layer
     under TP alone. Mixtral 8x7B (32 layers, hidden 4096) at TP 4 with EP 4 sends two ring
-    all-reduces a layer, no more, and its decode step takes what TP 4's takes."""
+    all-reduces a layer, no more; what EP costs is its busiest GPU (below)."""
     tp, ep = (Deployment.build("mixtral-8x7b", tp=4, ep=e, preset="ideal") for e in (1, 4))
     ring = 2 * 32 * (8 * 4096 * 2) * 2 * 3 / 4 / tp.hw.interconnect_bytes_per_s
     for d in (tp, ep):
         assert decode_step(d, 100, 8).comm_s == pytest.approx(ring + 2 * 32 * 8e-6)
-    assert decode_step(ep, 100, 8).time_s == pytest.approx(decode_step(tp, 100, 8).time_s)
+    assert decode_step(ep, 100, 8).time_s > decode_step(tp, 100, 8).time_s
+
+
+def test_expected_max_of_normals_is_the_tabulated_one() -> None:
+    """E[max] of two standard normals is 1/sqrt(pi); of four, 1.0294; of eight, 1.4236."""
+    assert expected_max_of_normals(1) == 0.0
+    assert expected_max_of_normals(2) == pytest.approx(1 / math.sqrt(math.pi), abs=1e-6)
+    assert expected_max_of_normals(4) == pytest.approx(1.0294, abs=1e-4)
+    assert expected_max_of_normals(8) == pytest.approx(1.4236, abs=1e-4)
+
+
+def test_the_busiest_ep_gpu_by_hand_and_by_drawing_routes() -> None:
+    """DeepSeek-V3 (256 experts, 8 routed a token) at EP 8, one token: each GPU holds 32
+    experts, each hit with chance 8/256; the busiest GPU reads 1 + c_8 sqrt((1 - 1/32) / 1)
+    of the mean's experts and multiplies 1 + c_8 sqrt(7 / 8) of its rows. Drawing the routes
+    (each token 8 distinct experts, uniformly) gives the same within 10%, from one token to
+    64, for DeepSeek-V3, Qwen3-235B-A22B and Mixtral; without EP the load is even."""
+    a = get_model("deepseek-v3")
+    c8 = expected_max_of_normals(8)
+    reads, rows = expert_load(a, make_parallel(a, 8, 1, 8), 1)
+    assert reads == pytest.approx(1 + c8 * math.sqrt(1 - 1 / 32))
+    assert rows == pytest.approx(1 + c8 * math.sqrt(7 / 8))
+    assert expert_load(a, make_parallel(a, 8), 1) == (1.0, 1.0)
+    rng = np.random.default_rng(0)
+    for name, ep, tokens in (("deepseek-v3", 8, 1), ("deepseek-v3", 8, 32), ("qwen3-235b-a22b", 8, 64),
+                             ("mixtral-8x7b", 4, 8)):  # fmt: skip
+        arch = get_model(name)
+        e, k, n = arch.experts, arch.experts_per_token, arch.experts // ep
+        hits, routed = [], []
+        for _ in range(400):
+            picks = np.argsort(rng.random((tokens, e)), axis=1)[:, :k]
+            per_gpu = np.bincount((picks // n).ravel(), minlength=ep)
+            hit = np.zeros(e, bool)
+            hit[picks.ravel()] = True
+            experts = hit.reshape(ep, n).sum(axis=1)
+            hits.append(experts.max() / experts.mean())
+            routed.append(per_gpu.max() / per_gpu.mean())
+        reads, rows = expert_load(arch, make_parallel(arch, ep, 1, ep), tokens)
+        assert reads == pytest.approx(np.mean(hits), rel=0.1)
+        assert rows == pytest.approx(np.mean(routed), rel=0.1)
 
 
 @pytest.mark.parametrize(

@@ -71,19 +71,23 @@ def _row(
     act_bytes: Num,
     weight_bytes: Num,
     kv_bytes: Num = 0.0,
-    experts: bool = False,
+    experts: Num | None = None,
 ) -> OpRow:
     """One operator under its own roofline, on one GPU's share (parallel.gpu_share);
-    `experts` marks the routed experts' weights, which split over the EP GPUs."""
+    `experts`, a pass's tokens, marks the routed experts, which split over the EP GPUs
+    (the busiest one's share of that pass)."""
     m, r = at.m, at.rates
+    routed = experts is not None
     share = gpu_share(
         m.arch,
         m.par,
         flops=flops,
         weight_bytes=weight_bytes,
-        expert_weight_bytes=weight_bytes if experts else 0.0,
+        expert_weight_bytes=weight_bytes if routed else 0.0,
+        expert_flops=flops if routed else 0.0,
         kv_bytes=kv_bytes,
         other_bytes=act_bytes,
+        tokens=experts,
     )
     pp = m.par.pp
     flops_per_s = r.attention_flops_per_s if name == ATTENTION else r.linear_flops_per_s
@@ -201,7 +205,7 @@ def _moe_rows(at: _At, t: Num) -> list[OpRow]:
             2 * t * k * a.expert_params * layers,
             layers * t * k * (2 * h + 2 * a.expert_mlp) * act,
             layers * touched * a.expert_params * wb,
-            experts=True,
+            experts=t,
         ),
     ]
     if a.shared_expert_mlp:

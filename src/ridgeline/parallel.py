@@ -13,16 +13,18 @@ is tensor-parallel, so every GPU of the group already holds every token: each ru
 own experts on the tokens routed to them, and their outputs add in the all-reduce that
 ends the MoE layer under TP too (vLLM's --enable-expert-parallel, SGLang's --ep-size and
 TensorRT-LLM's --ep_size without attention data parallelism). EP adds no collective; an
-all-to-all dispatch is what data-parallel attention needs, which is not modelled. Nor is
-the load imbalance between GPUs' experts (GPUStack measured Qwen3-235B-A22B with EP 5-7%
-slower than without, at TP 4 on H100s and on A100s).
+all-to-all dispatch is what data-parallel attention needs, which is not modelled. What EP
+does cost is the busiest GPU: each holds whole experts, so a step waits for the GPU whose
+experts the step's tokens hit most (expert_load), where TP slices every expert evenly.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import cache
 
-from ridgeline._num import Num
+from ridgeline._num import Num, maximum, minimum
 from ridgeline.architecture import Architecture
 from ridgeline.errors import RidgelineError
 from ridgeline.hardware import Accelerator
@@ -82,6 +84,41 @@ def kv_share_per_gpu(arch: Architecture, par: Parallel) -> float:
     return max(arch.kv_heads, par.tp) / arch.kv_heads / par.tp / par.pp
 
 
+@cache
+def expected_max_of_normals(n: int) -> float:
+    """c_n, the expected largest of n independent standard normal draws (0 for one; 0.564
+    for two, 1.029 for four, 1.424 for eight): E[max] = integral of x n phi(x) Phi(x)^(n-1)."""
+    if n <= 1:
+        return 0.0
+    step, total = 1e-3, 0.0
+    for i in range(-10_000, 10_001):
+        x = i * step
+        phi = math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+        total += x * n * phi * (0.5 * (1 + math.erf(x / math.sqrt(2)))) ** (n - 1) * step
+    return total
+
+
+def expert_load(arch: Architecture, par: Parallel, tokens: Num) -> tuple[Num, Num]:
+    """The busiest EP GPU's routed-expert work over the mean GPU's, as (weight reads,
+    matmul rows), for a pass of T tokens under the ledger's uniform, independent routing
+    (ledger.distinct_experts). Each GPU holds n = E / ep whole experts. The experts it reads
+    are Binomial(n, p), p = 1 - (1 - k/E)^T; the rows it multiplies are the T k routings
+    that land on it, each on a given GPU with chance 1/ep. The largest of ep such counts is
+    taken as mean + c_ep sd (c_ep: expected_max_of_normals), and at most all of them: at
+    batch 1, DeepSeek-V3's 8 routings over EP 8 put about 2.4 on the busiest GPU, not 1.
+    (1, 1) without EP; the sliced experts of TP split evenly."""
+    if par.ep <= 1 or not arch.is_moe:
+        return 1.0, 1.0
+    e, k, ep = arch.experts, arch.experts_per_token, par.ep
+    c = expected_max_of_normals(ep)
+    t = maximum(tokens, 1)
+    hit = 1.0 - (1.0 - k / e) ** t
+    n = e / ep
+    reads = minimum(1.0 + c * ((1.0 - hit) / (n * hit)) ** 0.5, 1.0 / hit)
+    rows = minimum(1.0 + c * ((ep - 1) / (t * k)) ** 0.5, float(ep))
+    return reads, rows
+
+
 @dataclass  # made per pass, may hold arrays: plain (see _num.Num)
 class GpuShare:
     """One GPU's part of a pass: a GPU of one pipeline stage (the pass visits pp stages in
@@ -91,6 +128,7 @@ class GpuShare:
     weight_bytes: Num
     kv_bytes: Num
     other_bytes: Num = 0.0  # activations, where a ledger counts them
+    expert_flops: Num = 0.0  # the routed experts' part of flops (the busiest GPU's under EP)
 
     @property
     def bytes(self) -> Num:
@@ -104,20 +142,27 @@ def gpu_share(
     flops: Num,
     weight_bytes: Num,
     expert_weight_bytes: Num = 0.0,
+    expert_flops: Num = 0.0,
     kv_bytes: Num = 0.0,
     other_bytes: Num = 0.0,
+    tokens: Num | None = None,
 ) -> GpuShare:
     """The one place where work splits over GPUs. FLOPs, activations and the dense weights
-    split tp x pp ways; a MoE model's routed experts (`expert_weight_bytes`, part of
-    `weight_bytes`) split over ep GPUs (over tp without --ep); the KV cache splits by KV
-    heads (replicated beyond them, and the MLA latent sits on every TP rank)."""
+    split tp x pp ways; a MoE model's routed experts (`expert_weight_bytes` and
+    `expert_flops`, parts of `weight_bytes` and `flops`) split over ep GPUs (over tp without
+    --ep), and for a pass of `tokens` the share is the busiest EP GPU's (expert_load); the
+    KV cache splits by KV heads (replicated beyond them, and the MLA latent sits on every
+    TP rank). Without `tokens` (what a GPU holds, not what a pass reads) the split is even."""
     gpus = par.tp * par.pp
     expert_gpus = (par.ep if par.ep > 1 else par.tp) * par.pp
+    reads, rows = (1.0, 1.0) if tokens is None or par.ep <= 1 else expert_load(arch, par, tokens)
+    experts = expert_flops / gpus * rows
     return GpuShare(
-        flops=flops / gpus,
-        weight_bytes=(weight_bytes - expert_weight_bytes) / gpus + expert_weight_bytes / expert_gpus,
+        flops=(flops - expert_flops) / gpus + experts,
+        weight_bytes=(weight_bytes - expert_weight_bytes) / gpus + expert_weight_bytes / expert_gpus * reads,
         kv_bytes=kv_bytes * kv_share_per_gpu(arch, par),
         other_bytes=other_bytes / gpus,
+        expert_flops=experts,
     )
 
 

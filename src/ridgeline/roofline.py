@@ -78,7 +78,9 @@ def time_work(work: Work, m: Deployment, rates: Rates | None = None) -> StepTime
         flops=flops,
         weight_bytes=work.weight_bytes,
         expert_weight_bytes=work.expert_weight_bytes,
+        expert_flops=work.expert_flops,
         kv_bytes=work.kv_read_bytes + work.kv_write_bytes,
+        tokens=work.tokens,
     )
     attention_s: Num = 0.0
     one_rate = r.linear_flops_per_s is r.attention_flops_per_s is r.expert_flops_per_s
@@ -87,7 +89,7 @@ def time_work(work: Work, m: Deployment, rates: Rates | None = None) -> StepTime
     else:  # each kind of arithmetic at its own rate
         expert_rate = r.linear_flops_per_s if r.expert_flops_per_s is None else r.expert_flops_per_s
         dense_s = (work.linear_flops - work.expert_flops) / gpus / r.linear_flops_per_s
-        expert_s = work.expert_flops / gpus / expert_rate
+        expert_s = share.expert_flops / expert_rate
         attention_s = par.pp * work.attention_flops / gpus / r.attention_flops_per_s
         compute_s = par.pp * (dense_s + expert_s) + attention_s
     weight_s = par.pp * share.weight_bytes / r.weight_bytes_per_s
