@@ -20,6 +20,7 @@ CASES = [
     {"model": "llama-3.1-8b", "tp": 16},
     {"model": "llama-3.1-70b", "tp": 4, "pp": 2},
     {"model": "deepseek-v3", "tp": 8, "weights": "fp8"},
+    {"model": "deepseek-v3", "tp": 8, "ep": 8, "weights": "fp8"},
     {"model": "gemma-2-9b", "prompt": 8000, "output": 100},
     {"model": "gemma-3-270m", "prompt": 16000, "output": 100},
     {"model": "llama-3.1-70b"},  # does not fit on one GPU
@@ -74,6 +75,11 @@ def test_each_number_in_the_explanation_is_the_results_own(kwargs: dict) -> None
     if m := re.search(r"each GPU needs ([\d,.]+) GB of ([\d,.]+) GB usable", text):
         assert m[1] == f"{e.memory.per_gpu.total_bytes / 1e9:,.1f}"
         assert m[2] == f"{e.memory.per_gpu.usable_bytes / 1e9:,.1f}"
+    busiest = re.search(r"at batch ([\d,]+) the busiest reads ([\d.]+)x the mean GPU's routed experts", text)
+    assert bool(busiest) == (e.parallel.ep > 1 and e.parallel.busiest_expert_reads >= 1.1)
+    if busiest:
+        assert busiest[1] == f"{e.inputs['batch']}"
+        assert busiest[2] == f"{e.parallel.busiest_expert_reads:.1f}"
     if m := re.search(r"int4-g128 weights would make each step ([\d.]+)x faster", text):
         int4 = estimate(**(kwargs | {"weights": "int4-g128"}))
         assert m[1] == f"{e.decode.time_s / int4.decode.time_s:.1f}"

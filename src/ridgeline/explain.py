@@ -23,7 +23,9 @@ def _side(step: StepTime, m: Deployment) -> str:
     return f"{i:,.1f} FLOPs per byte, {times} the effective ridge of {m.effective_ridge:,.0f} ({where} it)"
 
 
-def explain(m: Deployment, t: Timeline, mem: MemoryPlan, prompt: int, batch: int) -> list[str]:
+def explain(
+    m: Deployment, t: Timeline, mem: MemoryPlan, prompt: int, batch: int, busiest_reads: float = 1.0
+) -> list[str]:
     gpu = m.hw.name
     lines = [
         f"Prefill of {batch * prompt:,} tokens does {_side(t.prefill, m)}: "
@@ -44,6 +46,12 @@ def explain(m: Deployment, t: Timeline, mem: MemoryPlan, prompt: int, batch: int
             f"{m.par.pp} pipeline stages each hold 1/{m.par.pp} of the layers but take turns: with one "
             f"micro-batch each GPU idles {m.par.pipeline_bubble:.0%} of every step (the bubble), "
             "so pipeline parallelism buys memory, not latency."
+        )
+    if m.par.ep > 1 and busiest_reads >= WORTH_SAYING:
+        lines.append(
+            f"With experts spread over {m.par.ep} GPUs, each holds whole experts: at batch {batch} the "
+            f"busiest reads {busiest_reads:.1f}x the mean GPU's routed experts and the step waits for it, "
+            "where tensor parallelism alone slices every expert evenly."
         )
     return lines
 

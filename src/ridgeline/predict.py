@@ -16,6 +16,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.errors import RidgelineError
 from ridgeline.hardware import Accelerator
 from ridgeline.ledger import TRAINING_BYTES_PER_PARAM, training_flops_per_token
+from ridgeline.parallel import expert_load
 from ridgeline.request import Timeline, request_timeline
 from ridgeline.roofline import StepTime
 
@@ -107,6 +108,8 @@ class ParallelInfo:
     gpus: int
     pipeline_bubble: float
     decode_comm_share: float  # communication's share of the first decode step
+    # the busiest EP GPU's routed-expert reads over the mean GPU's in a decode step (1 without EP)
+    busiest_expert_reads: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -227,7 +230,8 @@ class Estimate:
     def parallel(self) -> ParallelInfo:
         par, first = self.deployment.par, self.timeline.first_decode
         share = float(first.comm_s) / float(first.time_s)
-        return ParallelInfo(par.tp, par.pp, par.ep, par.gpus, par.pipeline_bubble, share)
+        reads = float(expert_load(self.deployment.arch, par, self.batch)[0])
+        return ParallelInfo(par.tp, par.pp, par.ep, par.gpus, par.pipeline_bubble, share, reads)
 
     @cached_property
     def training(self) -> Training:
@@ -248,7 +252,14 @@ class Estimate:
     def explain(self) -> list[str]:
         from ridgeline.explain import explain
 
-        return explain(self.deployment, self.timeline, self.memory, self.prompt, self.batch)
+        return explain(
+            self.deployment,
+            self.timeline,
+            self.memory,
+            self.prompt,
+            self.batch,
+            self.parallel.busiest_expert_reads,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """`ridgeline estimate --json`: every key, in a stable order."""
