@@ -47,7 +47,7 @@ def explain(
             f"micro-batch each GPU idles {m.par.pipeline_bubble:.0%} of every step (the bubble), "
             "so pipeline parallelism buys memory, not latency."
         )
-    if m.par.ep > 1 and busiest_reads >= WORTH_SAYING:
+    if busiest_reads >= WORTH_SAYING:  # 1 without expert parallelism
         lines.append(
             f"With experts spread over {m.par.ep} GPUs, each holds whole experts: at batch {batch} the "
             f"busiest reads {busiest_reads:.1f}x the mean GPU's routed experts and the step waits for it, "

@@ -28,6 +28,7 @@ from ridgeline._num import Num, maximum, minimum
 from ridgeline.architecture import Architecture
 from ridgeline.errors import RidgelineError
 from ridgeline.hardware import Accelerator
+from ridgeline.ledger import distinct_experts
 from ridgeline.precision import Precision
 
 COLLECTIVE_LATENCY_S = 8e-6  # per all-reduce or hand-off: launch plus link latency
@@ -109,11 +110,11 @@ def expert_load(arch: Architecture, par: Parallel, tokens: Num) -> tuple[Num, Nu
     (1, 1) without EP; the sliced experts of TP split evenly."""
     if par.ep <= 1 or not arch.is_moe:
         return 1.0, 1.0
-    e, k, ep = arch.experts, arch.experts_per_token, par.ep
+    k, ep = arch.experts_per_token, par.ep
     c = expected_max_of_normals(ep)
     t = maximum(tokens, 1)
-    hit = 1.0 - (1.0 - k / e) ** t
-    n = e / ep
+    hit = distinct_experts(arch, t) / arch.experts  # each expert's chance of a routing
+    n = arch.experts / ep
     reads = minimum(1.0 + c * ((1.0 - hit) / (n * hit)) ** 0.5, 1.0 / hit)
     rows = minimum(1.0 + c * ((ep - 1) / (t * k)) ** 0.5, float(ep))
     return reads, rows
@@ -155,7 +156,7 @@ def gpu_share(
     TP rank). Without `tokens` (what a GPU holds, not what a pass reads) the split is even."""
     gpus = par.tp * par.pp
     expert_gpus = (par.ep if par.ep > 1 else par.tp) * par.pp
-    reads, rows = (1.0, 1.0) if tokens is None or par.ep <= 1 else expert_load(arch, par, tokens)
+    reads, rows = (1.0, 1.0) if tokens is None else expert_load(arch, par, tokens)
     experts = expert_flops / gpus * rows
     return GpuShare(
         flops=(flops - expert_flops) / gpus + experts,
