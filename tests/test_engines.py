@@ -449,6 +449,31 @@ def test_a_vendor_reaches_its_own_shares_of_flops_and_of_bandwidth(
     )
 
 
+def test_a_prediction_names_the_terms_no_published_run_moved(tmp_path: Path) -> None:
+    """The corpus holds vLLM on MI300Xs but no SGLang run on an AMD part, and llama.cpp only in
+    fp16 and quantised formats: an estimate says which of its profile's terms stand at their
+    priors, as the keys of engines.toml, and its explanation names them."""
+    from ridgeline import estimate
+    from ridgeline.accuracy import corpus
+
+    rows = corpus.rows()
+    assert any(r.engine == "vllm" and r.gpu == "mi300x" for r in rows)
+    assert not any(r.engine == "sglang" and r.gpu in ("mi300x", "mi325x") for r in rows)
+    assert not any(r.engine == "llamacpp" and r.maths == "fp8" for r in rows)
+    shape = {"model": "llama-3.1-70b", "gpu": "mi300x", "tp": 4}
+    sglang = estimate(**shape, engine="sglang")
+    assert sglang.unmeasured is not None and {"vendor.amd", "vendor_memory.amd"} <= set(sglang.unmeasured)
+    assert "vendor.amd" in sglang.explain[-1] and "priors" in sglang.explain[-1]
+    vllm = estimate(**shape, engine="vllm")
+    assert vllm.unmeasured is not None and "vendor.amd" not in vllm.unmeasured
+    on_4090 = {"model": "llama-2-7b", "gpu": "rtx-4090", "engine": "llamacpp"}
+    assert "gemm.fp8" in (estimate(**on_4090, weights="fp8", maths="fp8").unmeasured or [])
+    assert estimate(**on_4090, weights="fp16", maths="fp16acc16").unmeasured == []
+    assert estimate(**shape).unmeasured is None  # no engine: nothing claimed
+    mine = write_profile(tmp_path, PERFECT)  # a user's profile says nothing of where it came from
+    assert estimate(**shape, engine=mine).unmeasured == []
+
+
 def test_a_servers_own_process_costs_per_request_and_per_streamed_token(tmp_path: Path) -> None:
     from ridgeline.engines import get_engine
 

@@ -392,6 +392,27 @@ class EngineProfile:
         """A collective's latency over this kind of link (the slowest known when unknown)."""
         return self.collective_latency_s.get(link, max(self.collective_latency_s.values()))
 
+    def unmeasured(self, d: Deployed) -> list[str]:
+        """The terms a prediction on `d` rests on that no corpus row of this engine moved:
+        those whose provenance says the fit left them at their prior (none for a profile
+        without provenance, a user's own)."""
+        a, hw, maths = d.arch, d.hw, d.prec.maths
+        fmt = stored_format(a, d.prec)
+        gemm = next((k for k in (maths, *FALLBACK.get(maths, ()), "bf16") if k in self.gemm), maths)
+        keys = [f"gemm.{gemm}", f"weights.{fmt}", "kv", "attention"]
+        if self.dequant_factor(fmt, maths) != 1.0:
+            keys += [f"dequant.{fmt}", *(["dequant_async"] if hw.async_mma else [])]
+        if a.is_moe:
+            keys += ["experts", "expert_half_width", "moe_layer"]
+            keys += ["experts_async"] if hw.async_mma else []
+        if sinks_apart(a, hw):
+            keys.append("sinks")
+        if hw.vendor_name != "nvidia":
+            keys += [f"vendor.{hw.vendor_name}", f"vendor_memory.{hw.vendor_name}"]
+        if d.par.tp > 1:
+            keys += ["tp_scale", f"collective_latency_s.{hw.link_kind}"]
+        return [k for k in keys if self.provenance.get(k, "").startswith("prior")]
+
     def band(self, regime: str) -> tuple[float, float] | None:
         """(p10, p90) of measured / predicted in a regime, when the corpus gave one."""
         return self.uncertainty.get(regime)

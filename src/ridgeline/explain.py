@@ -3,6 +3,7 @@ from the estimate's own numbers."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from ridgeline.deployment import Deployment
@@ -24,7 +25,13 @@ def _side(step: StepTime, m: Deployment) -> str:
 
 
 def explain(
-    m: Deployment, t: Timeline, mem: MemoryPlan, prompt: int, batch: int, busiest_reads: float = 1.0
+    m: Deployment,
+    t: Timeline,
+    mem: MemoryPlan,
+    prompt: int,
+    batch: int,
+    busiest_reads: float = 1.0,
+    unmeasured: Sequence[str] = (),
 ) -> list[str]:
     gpu = m.hw.name
     lines = [
@@ -52,6 +59,11 @@ def explain(
             f"With experts spread over {m.par.ep} GPUs, each holds whole experts: at batch {batch} the "
             f"busiest reads {busiest_reads:.1f}x the mean GPU's routed experts and the step waits for it, "
             "where tensor parallelism alone slices every expert evenly."
+        )
+    if unmeasured and m.engine is not None:
+        lines.append(
+            f"{m.engine.label}'s profile keeps its priors for {', '.join(unmeasured)}: no published "
+            "run in the corpus moved them, so its band, made of other runs, may be too narrow."
         )
     return lines
 

@@ -243,6 +243,13 @@ class Estimate:
         return uncertainty(self.deployment, self.timeline)
 
     @cached_property
+    def unmeasured(self) -> list[str] | None:
+        """An engine profile's terms that this prediction rests on and no corpus row moved
+        (their prior stands): its band, made of other rows, may understate the error."""
+        m = self.deployment
+        return None if m.engine is None else m.engine.unmeasured(m)
+
+    @cached_property
     def memory(self) -> MemoryPlan:
         from ridgeline.memory import plan
 
@@ -259,6 +266,7 @@ class Estimate:
             self.prompt,
             self.batch,
             self.parallel.busiest_expert_reads,
+            self.unmeasured or [],
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -269,7 +277,7 @@ class Estimate:
 JSON_KEYS = (
     "inputs", "model", "gpu", "prefill", "decode", "ttft_s", "tpot_s", "total_s", "decode_share",
     "tokens_per_s", "batch_tokens_per_s", "ridge", "effective_ridge", "memory", "cost", "parallel",
-    "training", "uncertainty", "explain",
+    "training", "uncertainty", "unmeasured", "explain",
 )  # fmt: skip
 
 
