@@ -245,11 +245,13 @@ class EngineProfile:
     def vendor_memory_factor(self, vendor: str) -> float:
         return self.vendor_memory.get(vendor, self.vendor_factor(vendor))
 
+    def gemm_key(self, maths: str) -> str | None:
+        """The dtype whose matmul rate this maths dtype takes: its own, else a fallback's."""
+        return next((k for k in (maths, *FALLBACK.get(maths, ()), "bf16") if k in self.gemm), None)
+
     def gemm_efficiency(self, maths: str) -> float:
-        for dtype in (maths, *FALLBACK.get(maths, ()), "bf16"):
-            if dtype in self.gemm:
-                return self.gemm[dtype]
-        return min(self.gemm.values())
+        key = self.gemm_key(maths)
+        return self.gemm[key] if key else min(self.gemm.values())
 
     def served_work(self, d: Deployed, p: Pass, work: Work) -> Work:
         """The pass as an engine runs it. The lesson's ledger multiplies every parameter by
@@ -398,8 +400,7 @@ class EngineProfile:
         without provenance, a user's own)."""
         a, hw, maths = d.arch, d.hw, d.prec.maths
         fmt = stored_format(a, d.prec)
-        gemm = next((k for k in (maths, *FALLBACK.get(maths, ()), "bf16") if k in self.gemm), maths)
-        keys = [f"gemm.{gemm}", f"weights.{fmt}", "kv", "attention"]
+        keys = [f"gemm.{self.gemm_key(maths)}", f"weights.{fmt}", "kv", "attention"]
         if self.dequant_factor(fmt, maths) != 1.0:
             keys += [f"dequant.{fmt}", *(["dequant_async"] if hw.async_mma else [])]
         if a.is_moe:
