@@ -474,6 +474,23 @@ def test_a_prediction_names_the_terms_no_published_run_moved(tmp_path: Path) -> 
     assert estimate(**shape, engine=mine).unmeasured == []
 
 
+def test_every_term_a_corpus_deployment_rests_on_was_fitted() -> None:
+    """The fit moves a term when a row's prediction rests on it, and an estimate calls a term
+    unmeasured when the fit left it at its prior: both ask the profile (`terms`). So no
+    deployment a corpus row of the engine ran can rest on a term its provenance calls a
+    prior, and each term the fit names as moved by a row is among that row's terms."""
+    from ridgeline.accuracy import corpus
+
+    builtin = engines()
+    for r in corpus.rows():
+        profile = builtin[r.engine]
+        d = corpus.deployment(r, profile)
+        assert profile.unmeasured(d) == [], r.id
+        for key in profile.terms(d):
+            moved_by = profile.provenance[key]
+            assert moved_by.startswith("fitted to ") and (r.id in moved_by or "…" in moved_by), (r.id, key)
+
+
 def test_a_servers_own_process_costs_per_request_and_per_streamed_token(tmp_path: Path) -> None:
     from ridgeline.engines import get_engine
 

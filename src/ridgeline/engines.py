@@ -394,13 +394,16 @@ class EngineProfile:
         """A collective's latency over this kind of link (the slowest known when unknown)."""
         return self.collective_latency_s.get(link, max(self.collective_latency_s.values()))
 
-    def unmeasured(self, d: Deployed) -> list[str]:
-        """The terms a prediction on `d` rests on that no corpus row of this engine moved:
-        those whose provenance says the fit left them at their prior (none for a profile
-        without provenance, a user's own)."""
+    def terms(self, d: Deployed) -> list[str]:
+        """The terms of this profile every prediction on `d` rests on, whatever its workload:
+        its matmul rate, weight format, unpacking, KV and attention, the step's fixed costs,
+        the expert terms of a MoE, sinks before Hopper, the vendor's factors off NVIDIA, and TP
+        growth and the link's latency at TP > 1. (The fit adds the workload's own: a batch's,
+        a CUDA graph's, an HTTP server's.)"""
         a, hw, maths = d.arch, d.hw, d.prec.maths
         fmt = stored_format(a, d.prec)
-        keys = [f"gemm.{self.gemm_key(maths)}", f"weights.{fmt}", "kv", "attention"]
+        keys = [f"gemm.{self.gemm_key(maths)}", f"weights.{fmt}", "kv", "attention", "half_m_tokens"]
+        keys += ["fixed_s", "per_layer_s"]
         if self.dequant_factor(fmt, maths) != 1.0:
             keys += [f"dequant.{fmt}", *(["dequant_async"] if hw.async_mma else [])]
         if a.is_moe:
@@ -412,7 +415,13 @@ class EngineProfile:
             keys += [f"vendor.{hw.vendor_name}", f"vendor_memory.{hw.vendor_name}"]
         if d.par.tp > 1:
             keys += ["tp_scale", f"collective_latency_s.{hw.link_kind}"]
-        return [k for k in keys if self.provenance.get(k, "").startswith("prior")]
+        return keys
+
+    def unmeasured(self, d: Deployed) -> list[str]:
+        """The terms a prediction on `d` rests on that no corpus row of this engine moved:
+        those whose provenance says the fit left them at their prior (none for a profile
+        without provenance, a user's own)."""
+        return [k for k in self.terms(d) if self.provenance.get(k, "").startswith("prior")]
 
     def band(self, regime: str) -> tuple[float, float] | None:
         """(p10, p90) of measured / predicted in a regime, when the corpus gave one."""

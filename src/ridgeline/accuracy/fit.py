@@ -35,8 +35,7 @@ from typing import Any
 
 from ridgeline.accuracy import corpus
 from ridgeline.accuracy.corpus import Row
-from ridgeline.engines import EngineProfile, sinks_apart, weight_format
-from ridgeline.ledger import weight_bytes_per_param
+from ridgeline.engines import EngineProfile
 
 # Log units. The two weights were chosen by the leave-one-source-out error itself (median
 # |error| 19.8% at DATA_SCATTER 0.1 without the Cauchy weights, 12.4% at 0.2 with them,
@@ -84,31 +83,13 @@ class Param:
     lo: float
     hi: float
     sigma: float  # the prior's width, in log units
-    uses: Callable[[Row, Any], bool]  # whether a row's prediction depends on it
     why: str  # what it stands for
+    # whether a row's prediction depends on it: by default, whether the profile counts it
+    # among the terms of the row's deployment (EngineProfile.terms, which `estimate` reads)
+    uses: Callable[[Row, Any], bool] | None = None
 
-
-def _maths(*names: str) -> Callable[[Row, Any], bool]:
-    return lambda r, d: r.maths in names
-
-
-def _fmt(name: str) -> Callable[[Row, Any], bool]:
-    return lambda r, d: weight_format(8 * weight_bytes_per_param(d.arch, d.prec)) == name
-
-
-def _unpacks(r: Row, d: Any) -> str | None:
-    """The weight format a row's matmuls unpack (weight-only: narrower than the maths), or None."""
-    fmt = weight_format(8 * weight_bytes_per_param(d.arch, d.prec))
-    return fmt if d.engine.dequant_factor(fmt, d.prec.maths) != 1.0 else None
-
-
-def _dequant(name: str) -> Callable[[Row, Any], bool]:
-    return lambda r, d: _unpacks(r, d) == name
-
-
-def _dequant_async(r: Row, d: Any) -> bool:
-    """A weight-only row on a part that needs asynchronous MMA for its full rate."""
-    return d.hw.async_mma and _unpacks(r, d) is not None
+    def used(self, r: Row, d: Any) -> bool:
+        return self.uses(r, d) if self.uses is not None else self.key in d.engine.terms(d)
 
 
 def _served(r: Row, d: Any) -> bool:
@@ -127,72 +108,64 @@ def _graphed(r: Row, d: Any) -> bool:
     return d.engine.graph_max_seqs > 0 and r.kind not in ("ttft", "pp")
 
 
-def _multi(link: str) -> Callable[[Row, Any], bool]:
-    return lambda r, d: r.tp > 1 and d.hw.link_kind == link
-
-
-def _always(r: Row, d: Any) -> bool:
-    return True
-
-
-def _moe(r: Row, d: Any) -> bool:
-    return bool(d.arch.is_moe)
-
-
-def _moe_async(r: Row, d: Any) -> bool:
-    """A MoE row on a part that needs asynchronous MMA for its full rate."""
-    return _moe(r, d) and d.hw.async_mma
-
-
 PARAMS = (
-    Param("gemm.bf16", 0.2, 1.0, 0.4, _maths("bf16", "fp16"), "large bf16/fp16 matmuls, of the dense peak"),
-    Param("gemm.fp16acc16", 0.1, 1.0, 0.5, _maths("fp16acc16"), "fp16-accumulate matmuls (GeForce)"),
-    Param("gemm.fp8", 0.1, 1.0, 0.4, _maths("fp8"), "large fp8 matmuls, of the fp8 peak"),
-    Param("gemm.int8", 0.05, 1.0, 0.5, _maths("int8"), "int8 matmuls, of the int8 peak"),
-    Param("gemm.fp4", 0.05, 1.0, 0.5, _maths("fp4"), "fp4 matmuls, of the fp4 peak"),
-    Param("attention", 0.05, 1.0, 0.5, _always, "attention kernels, of the peak"),
-    Param("experts", 0.1, 1.0, 0.5, _moe, "grouped expert matmuls against dense"),
+    Param("gemm.bf16", 0.2, 1.0, 0.4, "large bf16/fp16 matmuls, of the dense peak"),
+    Param("gemm.fp16acc16", 0.1, 1.0, 0.5, "fp16-accumulate matmuls (GeForce)"),
+    Param("gemm.fp8", 0.1, 1.0, 0.4, "large fp8 matmuls, of the fp8 peak"),
+    Param("gemm.int8", 0.05, 1.0, 0.5, "int8 matmuls, of the int8 peak"),
+    Param("gemm.fp4", 0.05, 1.0, 0.5, "fp4 matmuls, of the fp4 peak"),
+    Param("attention", 0.05, 1.0, 0.5, "attention kernels, of the peak"),
+    Param("experts", 0.1, 1.0, 0.5, "grouped expert matmuls against dense"),
     # grouped-GEMM kernels reach less of Hopper's and Blackwell's wgmma/tcgen05 peak than the
     # dense ones do: a wide prior, never above Ampere's share
-    Param("experts_async", 0.2, 1.0, 0.5, _moe_async, "grouped expert matmuls on Hopper/Blackwell, again"),
+    Param("experts_async", 0.2, 1.0, 0.5, "grouped expert matmuls on Hopper/Blackwell, again"),
     # narrow experts fill fewer tensor-core tiles each: a wide prior about four 128-wide tiles
-    Param("expert_half_width", 16.0, 8192.0, 1.0, _moe, "expert width at half rate"),
+    Param("expert_half_width", 16.0, 8192.0, 1.0, "expert width at half rate"),
     # another kernel altogether (Triton's for FlashAttention's) may run at a fraction of the
     # usual one's rate: a wide prior, so that sink models' rows move this and not `attention`
-    Param("sinks", 0.1, 1.0, 1.0, lambda r, d: sinks_apart(d.arch, d.hw), "attention with sinks, of without"),
-    Param("dequant.w8", 0.2, 1.0, 0.4, _dequant("w8"), "8-bit weight-only matmuls against 16-bit ones"),
-    Param("dequant.w4", 0.2, 1.0, 0.4, _dequant("w4"), "4-bit weight-only matmuls against 16-bit ones"),
+    Param("sinks", 0.1, 1.0, 1.0, "attention with sinks, of without"),
+    Param("dequant.w8", 0.2, 1.0, 0.4, "8-bit weight-only matmuls against 16-bit ones"),
+    Param("dequant.w4", 0.2, 1.0, 0.4, "4-bit weight-only matmuls against 16-bit ones"),
     # weights unpacked in registers feed the warp-level MMA, which Hopper runs at about two
     # thirds of its asynchronous MMA's rate: a wide prior
-    Param("dequant_async", 0.2, 1.0, 0.5, _dequant_async, "weight-only matmuls on Hopper/Blackwell, again"),
-    Param("half_m_tokens", 1.0, 512.0, 0.5, _always, "tokens at which a matmul reaches half its rate"),
-    Param("weights.w16", 0.3, 1.0, 0.2, _fmt("w16"), "bandwidth reached streaming 16-bit weights"),
-    Param("weights.w8", 0.2, 1.0, 0.3, _fmt("w8"), "bandwidth reached streaming 8-bit weights"),
-    Param("weights.w4", 0.1, 1.0, 0.3, _fmt("w4"), "bandwidth reached streaming 4-bit weights (dequantised)"),
-    Param("kv", 0.2, 1.0, 0.3, _always, "bandwidth reached reading the KV cache"),
-    Param("fixed_s", 1e-5, 0.02, 1.0, _always, "fixed cost of a step: launches, scheduling"),
-    Param("per_layer_s", 1e-7, 1e-3, 1.0, _always, "cost of a step per layer"),
-    Param("per_sequence_s", 1e-8, 1e-3, 1.0, lambda r, d: r.batch > 1 or r.regime == "load", "per sequence"),
-    Param("tp_scale", 1e-3, 2.0, 1.0, lambda r, d: r.tp > 1, "growth of the step's cost per doubling of TP"),
+    Param("dequant_async", 0.2, 1.0, 0.5, "weight-only matmuls on Hopper/Blackwell, again"),
+    Param("half_m_tokens", 1.0, 512.0, 0.5, "tokens at which a matmul reaches half its rate"),
+    Param("weights.w16", 0.3, 1.0, 0.2, "bandwidth reached streaming 16-bit weights"),
+    Param("weights.w8", 0.2, 1.0, 0.3, "bandwidth reached streaming 8-bit weights"),
+    Param("weights.w4", 0.1, 1.0, 0.3, "bandwidth reached streaming 4-bit weights (dequantised)"),
+    Param("kv", 0.2, 1.0, 0.3, "bandwidth reached reading the KV cache"),
+    Param("fixed_s", 1e-5, 0.02, 1.0, "fixed cost of a step: launches, scheduling"),
+    Param("per_layer_s", 1e-7, 1e-3, 1.0, "cost of a step per layer"),
+    Param(
+        "per_sequence_s", 1e-8, 1e-3, 1.0, "per sequence", uses=lambda r, d: r.batch > 1 or r.regime == "load"
+    ),
+    Param("tp_scale", 1e-3, 2.0, 1.0, "growth of the step's cost per doubling of TP"),
     # a captured CUDA graph runs a decode step's kernels without launching each: a wide prior
-    Param("graph", 0.02, 1.0, 0.7, _graphed, "a decode step replayed as a CUDA graph, of the per-layer cost"),
+    Param(
+        "graph",
+        0.02,
+        1.0,
+        0.7,
+        "a decode step replayed as a CUDA graph, of the per-layer cost",
+        uses=_graphed,
+    ),
     # a MoE layer launches about half as many kernels again as a dense one (router, top-k,
     # token sort, two grouped matmuls, the weighted sum): prior 1.5, never below a dense layer
-    Param("moe_layer", 1.0, 4.0, 0.5, _moe, "a MoE layer's per-layer cost against a dense one"),
-    Param("first_token_s", 1e-4, 0.5, 1.0, _behind(""), "HTTP"),
+    Param("moe_layer", 1.0, 4.0, 0.5, "a MoE layer's per-layer cost against a dense one"),
+    Param("first_token_s", 1e-4, 0.5, 1.0, "HTTP", uses=_behind("")),
     # NIM wraps an engine in its own HTTP server, tokeniser and router: a first-token cost of
     # its own, which the engine's own server (trtllm-serve) does not share
-    Param("front_end_s.nim", 1e-4, 0.5, 1.0, _behind("nim"), "HTTP behind NIM's front end"),
+    Param("front_end_s.nim", 1e-4, 0.5, 1.0, "HTTP behind NIM's front end", uses=_behind("nim")),
     # a server's own costs differ by an order of magnitude between designs (C++, Python,
     # detokenising in its main process or in workers): wide priors
-    Param("request_s", 1e-4, 0.05, 1.5, _served, "the server's serial work per request"),
-    Param("prompt_token_s", 1e-7, 2e-4, 1.5, _served, "the server's serial work per prompt token"),
-    Param("stream_token_s", 1e-6, 1e-3, 1.5, _served, "the server's serial work per streamed token"),
-    Param("vendor.amd", 0.1, 1.5, 0.5, lambda r, d: d.hw.vendor_name == "amd", "AMD's stack, of the FLOP/s"),
-    Param("vendor_memory.amd", 0.1, 1.5, 0.5, lambda r, d: d.hw.vendor_name == "amd", "and of the bandwidth"),
-    Param("collective_latency_s.nvlink", 2e-6, 1e-4, 0.7, _multi("nvlink"), "an all-reduce over NVLink"),
-    Param("collective_latency_s.pcie", 5e-6, 1e-3, 0.7, _multi("pcie"), "an all-reduce over PCIe"),
-    Param("collective_latency_s.xgmi", 2e-6, 2e-4, 0.7, _multi("xgmi"), "an all-reduce over Infinity Fabric"),
+    Param("request_s", 1e-4, 0.05, 1.5, "the server's serial work per request", uses=_served),
+    Param("prompt_token_s", 1e-7, 2e-4, 1.5, "the server's serial work per prompt token", uses=_served),
+    Param("stream_token_s", 1e-6, 1e-3, 1.5, "the server's serial work per streamed token", uses=_served),
+    Param("vendor.amd", 0.1, 1.5, 0.5, "AMD's stack, of the FLOP/s"),
+    Param("vendor_memory.amd", 0.1, 1.5, 0.5, "and of the bandwidth"),
+    Param("collective_latency_s.nvlink", 2e-6, 1e-4, 0.7, "an all-reduce over NVLink"),
+    Param("collective_latency_s.pcie", 5e-6, 1e-3, 0.7, "an all-reduce over PCIe"),
+    Param("collective_latency_s.xgmi", 2e-6, 2e-4, 0.7, "an all-reduce over Infinity Fabric"),
 )
 
 
@@ -227,7 +200,7 @@ class Problem:
 def problem(prior: EngineProfile, rows: Sequence[Row]) -> Problem:
     params = tuple(p for p in PARAMS if has(prior, p.key))
     deps = [corpus.deployment(r, prior) for r in rows]
-    uses = tuple(tuple(p.uses(r, d) for p in params) for r, d in zip(rows, deps, strict=True))
+    uses = tuple(tuple(p.used(r, d) for p in params) for r, d in zip(rows, deps, strict=True))
     return Problem(prior, tuple(rows), params, uses)
 
 
