@@ -478,7 +478,8 @@ def test_every_term_a_corpus_deployment_rests_on_was_fitted() -> None:
     """The fit moves a term when a row's prediction rests on it, and an estimate calls a term
     unmeasured when the fit left it at its prior: both ask the profile (`terms`). So no
     deployment a corpus row of the engine ran can rest on a term its provenance calls a
-    prior, and each term the fit names as moved by a row is among that row's terms."""
+    prior, and every term it rests on names the rows that moved it, that row among them
+    where the list is whole."""
     from ridgeline.accuracy import corpus
 
     builtin = engines()

@@ -403,7 +403,7 @@ class EngineProfile:
         a, hw, maths = d.arch, d.hw, d.prec.maths
         fmt = stored_format(a, d.prec)
         keys = [f"gemm.{self.gemm_key(maths)}", f"weights.{fmt}", "kv", "attention", "half_m_tokens"]
-        keys += ["fixed_s", "per_layer_s"]
+        keys += ["fixed_s", "per_layer_s"]  # the step's own costs
         if self.dequant_factor(fmt, maths) != 1.0:
             keys += [f"dequant.{fmt}", *(["dequant_async"] if hw.async_mma else [])]
         if a.is_moe:

@@ -90,12 +90,10 @@ class Param:
     hi: float
     sigma: float  # the prior's width, in log units
     why: str  # what it stands for
-    # whether a row's prediction depends on it: by default, whether the profile counts it
-    # among the terms of the row's deployment (EngineProfile.terms, which `estimate` reads)
+    # whether a row's prediction depends on it, for a term of the workload (a batch's, a
+    # CUDA graph's, an HTTP server's); None for a term of the deployment, which the profile
+    # lists (EngineProfile.terms, which `estimate` reads too)
     uses: Callable[[Row, Any], bool] | None = None
-
-    def used(self, r: Row, d: Any) -> bool:
-        return self.uses(r, d) if self.uses is not None else self.key in d.engine.terms(d)
 
 
 def _served(r: Row, d: Any) -> bool:
@@ -205,9 +203,12 @@ class Problem:
 
 def problem(prior: EngineProfile, rows: Sequence[Row]) -> Problem:
     params = tuple(p for p in PARAMS if has(prior, p.key))
-    deps = [corpus.deployment(r, prior) for r in rows]
-    uses = tuple(tuple(p.used(r, d) for p in params) for r, d in zip(rows, deps, strict=True))
-    return Problem(prior, tuple(rows), params, uses)
+    uses = []
+    for r in rows:
+        d = corpus.deployment(r, prior)
+        terms = set((d.engine or prior).terms(d))  # the row's own graphs leave them as they are
+        uses.append(tuple(p.uses(r, d) if p.uses else p.key in terms for p in params))
+    return Problem(prior, tuple(rows), params, tuple(uses))
 
 
 def has(p: EngineProfile, key: str) -> bool:
