@@ -5,11 +5,15 @@ src/ridgeline/data/corpus/cv.json (the accuracy test and benchmark read them).
     python scripts/fit_engines.py            # fit and report, write nothing
     python scripts/fit_engines.py --write    # fit and write both files
     python scripts/fit_engines.py --reuse --write   # write from the last fit, not refitting
-    python scripts/fit_engines.py --fold-steps 1    # each held-out fold one step from the full fit
 
 The priors are data/corpus/priors.toml: a refit starts from them, never from its own
 last output. Each engine is fitted on its own rows; the engines run in parallel, one
-process each.
+process each (16 minutes here over the 155 rows, both cores busy).
+
+Each held-out fold is fitted afresh from the priors on the kept rows, as the full fit is on
+all of them. Folds that started from the full fit, which had seen the left-out source, read
+it better: three Gauss-Newton steps from there 10.2% over the 155 rows against these folds'
+10.5% (one step, on an earlier corpus, 9.8% against 10.4%).
 """
 
 from __future__ import annotations
@@ -32,12 +36,6 @@ from ridgeline.engines import EngineProfile, profile_to_toml  # noqa: E402
 ENGINES_TOML = ROOT / "src" / "ridgeline" / "data" / "engines.toml"
 CV_JSON = ROOT / "src" / "ridgeline" / "data" / "corpus" / "cv.json"
 CACHE = ROOT / ".cache" / "fit_results.json"  # the last fit, for --reuse (git-ignored)
-# Each held-out fold is refitted: one Gauss-Newton step from the full fit, on its Jacobian,
-# reads a source's rows better than a fit that never saw them (9.8% against 10.4% on this
-# corpus), since the full fit's starting point and weights already know them. Three steps
-# still start there: folds fitted afresh from the priors (four steps on the kept rows) read
-# 10.5% held out over the 155 rows against these folds' 10.2%.
-FOLD_STEPS = 3
 HEADER = """# Engine profiles: how close to the roofline each serving engine runs (see engines.py for
 # the terms). Fitted by scripts/fit_engines.py to the published measurements in
 # data/corpus/ (a bounded least squares on log(predicted / measured) with a prior on every
@@ -50,10 +48,10 @@ HEADER = """# Engine profiles: how close to the roofline each serving engine run
 """
 
 
-def fit_engine(name: str, fold_steps: int = FOLD_STEPS) -> dict[str, Any]:
+def fit_engine(name: str) -> dict[str, Any]:
     prior = corpus.priors()[name]
     rows = [r for r in corpus.rows() if r.engine == name]
-    f = fit.fit(prior, rows, fold_steps=fold_steps)
+    f = fit.fit(prior, rows)
     return {
         "name": name,
         "x": f.x,
@@ -105,20 +103,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--reuse", action="store_true", help=f"reuse the last fit ({CACHE.name}), write from it")
-    ap.add_argument(
-        "--fold-steps",
-        type=int,
-        default=FOLD_STEPS,
-        help=f"Gauss-Newton steps for each leave-one-source-out fold (default {FOLD_STEPS}: the first "
-        "from the full fit on its Jacobian, each other on the fold's own; 1 takes a third of the time)",
-    )
     args = ap.parse_args()
     names = sorted(corpus.priors())
     if args.reuse:
         results = json.loads(CACHE.read_text(encoding="utf-8"))
     else:
         with ProcessPoolExecutor(max_workers=2) as pool:
-            work = pool.map(fit_engine, names, [max(1, args.fold_steps)] * len(names))
+            work = pool.map(fit_engine, names)
             results = dict(zip(names, work, strict=True))
         CACHE.parent.mkdir(parents=True, exist_ok=True)
         CACHE.write_text(json.dumps(results), encoding="utf-8")
