@@ -2,8 +2,10 @@
 predicted and measured value and the signed error, in-sample and with the row's source left
 out of the fit; then the median and worst error by regime and by engine.
 
-Run: python benchmarks/accuracy.py [--rows] [--markdown] [--checks] [--beyond] [--newer]   (the
-README's accuracy tables are its --markdown and --rows --markdown output, pasted by hand)
+Run: python benchmarks/accuracy.py [--rows] [--markdown] [--checks] [--beyond] [--newer] [--json]
+(the README's accuracy tables are its --markdown and --rows --markdown output, pasted by hand;
+--json prints every row or cell and the summaries as strict JSON, with the keys the README
+lists)
 
 --checks does the same for the corpus's sources kept as independent checks (corpus.CHECKS:
 GPUStack's Qwen3-14B and Qwen3-32B pages, its DeepSeek-R1 page and its Qwen3-235B-A22B
@@ -30,11 +32,14 @@ cells). No corpus row comes from that table or its engine version.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ridgeline.accuracy import corpus, report
+from ridgeline.engines import builtin_engines
 
 BEYOND_GROUP = "TensorRT-LLM 1.0 docs"
 # a corpus row of that table for each precision: trtllm-bench offline, fp8 weights, maths and
@@ -94,139 +99,232 @@ def main() -> None:
     ap.add_argument("--checks", action="store_true", help="the sources kept as checks, never fitted")
     ap.add_argument("--beyond", action="store_true", help="the cells of a corpus table the corpus lacks")
     ap.add_argument("--newer", action="store_true", help="a newer TensorRT-LLM table, not in the corpus")
+    ap.add_argument("--json", action="store_true", help="every row or cell and the summary, as strict JSON")
     args = ap.parse_args()
-    if args.beyond:
-        beyond()
-        return
-    if args.newer:
-        newer()
+    if args.beyond or args.newer:
+        cells = beyond() if args.beyond else newer()
+        if args.json:
+            emit({"cells": cells, "summary": cells_summary(cells, by_block=args.beyond)})
+        else:
+            print_cells(cells, by_block=args.beyond)
         return
     t0 = time.perf_counter()
     checked = report.check(corpus.check_rows() if args.checks else None)
     took = time.perf_counter() - t0
+    data = summary(checked, args.checks)
+    if args.json:
+        emit(data)
+        return
     if args.rows and args.markdown:
         print("| id | source | engine | kind | model | gpu | tp | measured | predicted | error | held out |")
         print("|---|---|---|---|---|---|--:|--:|--:|--:|--:|")
-        for c in checked:
-            r = c.row
-            line = (r.id, r.group, r.engine, r.kind, r.model, r.gpu, str(r.tp), f"{r.measured:.4g} {r.unit}",
-                    f"{c.predicted:.4g}", f"{c.error:+.1%}", f"{c.held_out_error:+.1%}")  # fmt: skip
+        for r in data["rows"]:
+            line = (r["id"], r["source"], r["engine"], r["kind"], r["model"], r["gpu"], str(r["tp"]),
+                    f"{r['measured']:.4g} {r['unit']}", f"{r['predicted']:.4g}", f"{r['error']:+.1%}",
+                    f"{r['held_out_error']:+.1%}")  # fmt: skip
             print("| " + " | ".join(line) + " |")
         print()
     elif args.rows:
         head = ("measured", "predicted", "error", "held out")
         print(f"{'id':4} {'engine':8} {'kind':13} " + " ".join(f"{h:>10}" for h in head))
-        for c in checked:
-            r = c.row
+        for r in data["rows"]:
             print(
-                f"{r.id:4} {r.engine:8} {r.kind:13} {r.measured:10.4g} {c.predicted:10.4g} "
-                f"{c.error:+10.1%} {c.held_out_error:+10.1%}"
+                f"{r['id']:4} {r['engine']:8} {r['kind']:13} {r['measured']:10.4g} {r['predicted']:10.4g} "
+                f"{r['error']:+10.1%} {r['held_out_error']:+10.1%}"
             )
-    groups = [("all", checked)]
-    groups += [(f"regime {k}", v) for k, v in report.by(checked, "regime").items()]
-    groups += [(f"engine {k}", v) for k, v in report.by(checked, "engine").items()]
-    if args.checks:
-        keys = (("group", "source"), ("gpu", "gpu"), ("model", "model"))
-        groups += [(f"{label} {k}", v) for key, label in keys for k, v in report.by(checked, key).items()]
     if args.markdown:
         print(
             "| rows | n | median \\|error\\| held out | worst held out | median in-sample | band coverage |"
         )
         print("|---|---|---|---|---|---|")
-    for name, cs in groups:
-        held = [c.held_out_error for c in cs]
-        fitted = [c.error for c in cs]
-        worst = max(held, key=abs)
-        cells = (
-            name,
-            str(len(cs)),
-            f"{report.median_abs(held):.1%}",
-            f"{worst:+.0%}",
-            f"{report.median_abs(fitted):.1%}",
-            f"{report.covered(cs):.0%}",
-        )
+    for g in data["groups"]:
+        cells = (g["name"], str(g["n"]), f"{g['held_out_median']:.1%}", f"{g['held_out_worst']:+.0%}",
+                 f"{g['in_sample_median']:.1%}", f"{g['band_coverage']:.0%}")  # fmt: skip
         if args.markdown:
             print("| " + " | ".join(cells) + " |")
         else:
             print(f"{cells[0]:18} n={cells[1]:>3}  held out: median {cells[2]:>6}, worst {cells[3]:>6};"
                   f"  in-sample median {cells[4]:>6};  inside band {cells[5]}")  # fmt: skip
     if args.checks:
-        seen = report.unseen_coverage(report.check(), checked)
-        inside, n = (sum(x) for x in zip(*seen.values(), strict=True))
-        each = ", ".join(f"{source} {i}/{k}" for source, (i, k) in seen.items())
+        seen = data["unseen_band_coverage"]
+        inside, n = sum(s["inside"] for s in seen.values()), sum(s["rows"] for s in seen.values())
+        each = ", ".join(f"{source} {s['inside']}/{s['rows']}" for source, s in seen.items())
         print(f"\nbands rebuilt without each check source hold {inside / n:.0%} of its rows ({each})")
-    optimistic = sum(corpus.optimistic(c.row, c.held_out) for c in checked)
     print(f"\n{len(checked)} rows in {took:.1f} s; held-out predictions faster than measured: "
-          f"{optimistic / len(checked):.0%}; median signed held-out error "
-          f"{statistics.median(c.held_out_error for c in checked):+.1%}")  # fmt: skip
-    for name, error in (("held out", "held_out_error"), ("in-sample", "error")):
-        far = [c.row.id for c in checked if abs(getattr(c, error)) > FAR]
+          f"{data['faster_than_measured']:.0%}; median signed held-out error "
+          f"{data['signed_held_out_median']:+.1%}")  # fmt: skip
+    for name, key in (("held out", "held_out"), ("in-sample", "in_sample")):
+        far = data["far"][key]
         print(f"rows more than {FAR:.0%} off {name}: {len(far)}" + (f" ({', '.join(far)})" if far else ""))
 
 
-def beyond() -> None:
+def summary(checked: list[report.Checked], checks: bool) -> dict[str, Any]:
+    """The report as data (`--json`): every row, the summary of each group of rows, the rows
+    past FAR, and with the check sources the bands' coverage of each, rebuilt without it."""
+    profiles = builtin_engines()
+    groups = [("all", checked)]
+    groups += [(f"regime {k}", v) for k, v in report.by(checked, "regime").items()]
+    groups += [(f"engine {k}", v) for k, v in report.by(checked, "engine").items()]
+    if checks:
+        keys = (("group", "source"), ("gpu", "gpu"), ("model", "model"))
+        groups += [(f"{label} {k}", v) for key, label in keys for k, v in report.by(checked, key).items()]
+    data: dict[str, Any] = {
+        "rows": [row_data(c, profiles) for c in checked],
+        "groups": [group_data(name, cs, profiles) for name, cs in groups],
+        "far_bound": FAR,
+        "far": {
+            "held_out": [c.row.id for c in checked if abs(c.held_out_error) > FAR],
+            "in_sample": [c.row.id for c in checked if abs(c.error) > FAR],
+        },
+        "faster_than_measured": sum(corpus.optimistic(c.row, c.held_out) for c in checked) / len(checked),
+        "signed_held_out_median": statistics.median(c.held_out_error for c in checked),
+    }
+    if checks:
+        seen = report.unseen_coverage(report.check(), checked)
+        data["unseen_band_coverage"] = {source: {"inside": i, "rows": n} for source, (i, n) in seen.items()}
+    return data
+
+
+def row_data(c: report.Checked, profiles: dict[str, Any]) -> dict[str, Any]:
+    r = c.row
+    return {
+        "id": r.id,
+        "source": r.group,
+        "engine": r.engine,
+        "kind": r.kind,
+        "regime": r.regime,
+        "model": r.model,
+        "gpu": r.gpu,
+        "tp": r.tp,
+        "unit": r.unit,
+        "measured": r.measured,
+        "predicted": c.predicted,
+        "held_out": c.held_out,
+        "error": c.error,
+        "held_out_error": c.held_out_error,
+        "inside_band": report.inside(c, profiles),
+    }
+
+
+def group_data(name: str, cs: list[report.Checked], profiles: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "n": len(cs),
+        "held_out_median": report.median_abs([c.held_out_error for c in cs]),
+        "held_out_worst": max((c.held_out_error for c in cs), key=abs),
+        "in_sample_median": report.median_abs([c.error for c in cs]),
+        "band_coverage": report.covered(cs, profiles),
+    }
+
+
+def emit(data: dict[str, Any]) -> None:
+    print(json.dumps(data, indent=2, allow_nan=False))
+
+
+def beyond() -> list[dict[str, Any]]:
+    """The TensorRT-LLM 1.0 table's cells the corpus does not hold, each checked."""
     cell = _cells(BEYOND_GROUP)
     held = {(r.model, r.gpu, r.tp, r.input, r.output) for r in corpus.rows() if r.group == BEYOND_GROUP}
-    # per block (template, model, accelerator, TP): each cell's error fitted and held out
-    blocks: dict[tuple[str, str, str, int], list[tuple[float, float]]] = {}
-    for (template, model, gpu, tp), measured in BEYOND.items():
-        for (i, o), value in zip(BEYOND_LENGTHS, measured, strict=True):
-            if (model, gpu, tp, i, o) not in held:  # else a corpus row already
-                errors = cell(template, model, gpu, tp, i, o, BEYOND_REQUESTS[i, o], float(value))
-                blocks.setdefault((template, model, gpu, tp), []).append(errors)
-    print()
-    for (_, model, gpu, tp), cells in blocks.items():
-        print(f"{model:14} {gpu:9} {tp:2} {len(cells):2} cells: " + _medians(cells, "fitted"))
-    print()
-    for template, name in ((FP8, "FP8"), (FP4, "FP4")):
-        cells = [c for key, block in blocks.items() if key[0] == template for c in block]
-        print(f"{name}: {len(cells)} cells: " + _medians(cells, "with the fitted profile")
-              + f"; median signed {statistics.median(e for e, _ in cells):+.1%}, "
-              f"{statistics.median(h for _, h in cells):+.1%}")  # fmt: skip
+    return [
+        cell(template, model, gpu, tp, i, o, BEYOND_REQUESTS[i, o], float(value))
+        for (template, model, gpu, tp), measured in BEYOND.items()
+        for (i, o), value in zip(BEYOND_LENGTHS, measured, strict=True)
+        if (model, gpu, tp, i, o) not in held  # else a corpus row already
+    ]
 
 
-def newer() -> None:
+def newer() -> list[dict[str, Any]]:
+    """The current TensorRT-LLM table's cells, each checked."""
     cell = _cells(NEWER_GROUP_LEFT_OUT)
-    cells = [
+    return [
         cell(template, model, gpu, tp, i, o, NEWER_REQUESTS[i, o], float(per_gpu * tp))
         for (template, model, gpu, tp), table in NEWER.items()
         for (i, o), per_gpu in table.items()
     ]
-    print(f"\n{len(cells)} cells: " + _medians(cells, "with the fitted profile"))
 
 
-def _cells(left_out: str) -> Callable[..., tuple[float, float]]:
-    """Print the cells' header, and return a cell's check: a corpus row of the template's
-    mapping moved to the cell (model, accelerator, TP, lengths, requests, its measured value),
-    predicted by the fitted profile and by the one fitted without the source `left_out`; it
-    prints the cell's line and returns its two errors."""
+def _blocks(cells: list[dict[str, Any]]) -> dict[tuple[str, str, int], list[dict[str, Any]]]:
+    """The cells by block of the table: model, accelerator and TP."""
+    blocks: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for c in cells:
+        blocks.setdefault((c["model"], c["gpu"], c["tp"]), []).append(c)
+    return blocks
+
+
+def cells_summary(cells: list[dict[str, Any]], by_block: bool) -> dict[str, Any]:
+    """The cells' median |error|, fitted and held out: in all, and for the 1.0 table by block
+    and by precision, with the median signed errors."""
+
+    def medians(cs: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"n": len(cs), "median": report.median_abs([c["error"] for c in cs]),
+                "held_out_median": report.median_abs([c["held_out_error"] for c in cs]),
+                "signed_median": statistics.median(c["error"] for c in cs),
+                "signed_held_out_median": statistics.median(c["held_out_error"] for c in cs)}  # fmt: skip
+
+    out: dict[str, Any] = {"all": medians(cells)}
+    if by_block:
+        blocks = _blocks(cells).items()
+        out["blocks"] = [{"model": m, "gpu": g, "tp": tp, **medians(cs)} for (m, g, tp), cs in blocks]
+        out["precisions"] = {p: medians([c for c in cells if c["precision"] == p]) for p in ("fp8", "fp4")}
+    return out
+
+
+def print_cells(cells: list[dict[str, Any]], by_block: bool) -> None:
+    print(f"{'model':14} {'gpu':9} {'tp':>2} {'in/out':>11} {'measured':>9} {'predicted':>9} "
+          f"{'error':>7} {'held out':>8}")  # fmt: skip
+    for c in cells:
+        lengths = f"{c['input']}/{c['output']}"
+        print(f"{c['model']:14} {c['gpu']:9} {c['tp']:2} {lengths:>11} {c['measured']:9.0f} "
+              f"{c['predicted']:9.0f} {c['error']:+7.1%} {c['held_out_error']:+8.1%}")  # fmt: skip
+    s = cells_summary(cells, by_block)
+    if not by_block:
+        print(f"\n{len(cells)} cells: " + _medians(s["all"], "with the fitted profile"))
+        return
+    print()
+    for b in s["blocks"]:
+        print(f"{b['model']:14} {b['gpu']:9} {b['tp']:2} {b['n']:2} cells: " + _medians(b, "fitted"))
+    print()
+    for p, m in s["precisions"].items():
+        print(f"{p.upper()}: {m['n']} cells: " + _medians(m, "with the fitted profile")
+              + f"; median signed {m['signed_median']:+.1%}, {m['signed_held_out_median']:+.1%}")  # fmt: skip
+
+
+def _cells(left_out: str) -> Callable[..., dict[str, Any]]:
+    """A cell's check: a corpus row of the template's mapping moved to the cell (model,
+    accelerator, TP, lengths, requests, its measured value), predicted by the fitted profile
+    and by the one fitted without the source `left_out`."""
     from dataclasses import replace
-
-    from ridgeline.engines import builtin_engines
 
     by_id = {r.id: r for r in corpus.rows()}
     fitted = builtin_engines()[by_id[FP8].engine]
     fold = report.fold_profile(fitted, report.folds()[by_id[FP8].engine][left_out])
-    print(f"{'model':14} {'gpu':9} {'tp':>2} {'in/out':>11} {'measured':>9} {'predicted':>9} "
-          f"{'error':>7} {'held out':>8}")  # fmt: skip
 
     def cell(template: str, model: str, gpu: str, tp: int, i: int, o: int, requests: int,
-             measured: float) -> tuple[float, float]:  # fmt: skip
+             measured: float) -> dict[str, Any]:  # fmt: skip
         row = replace(by_id[template], id="cell", model=model, gpu=gpu, tp=tp, input=i, output=o,
                       requests=requests, measured=measured)  # fmt: skip
-        pred = corpus.predict(row, fitted)
-        error, held_error = corpus.error(row, pred), corpus.error(row, corpus.predict(row, fold))
-        print(f"{model:14} {gpu:9} {tp:2} {f'{i}/{o}':>11} {measured:9.0f} {pred:9.0f} "
-              f"{error:+7.1%} {held_error:+8.1%}")  # fmt: skip
-        return error, held_error
+        pred, held = corpus.predict(row, fitted), corpus.predict(row, fold)
+        return {
+            "precision": "fp8" if template == FP8 else "fp4",
+            "model": model,
+            "gpu": gpu,
+            "tp": tp,
+            "input": i,
+            "output": o,
+            "requests": requests,
+            "measured": measured,
+            "predicted": pred,
+            "held_out": held,
+            "error": corpus.error(row, pred),
+            "held_out_error": corpus.error(row, held),
+        }
 
     return cell
 
 
-def _medians(cells: list[tuple[float, float]], fitted: str) -> str:
-    """The median |error| of the cells, fitted and held out."""
-    e, h = [c[0] for c in cells], [c[1] for c in cells]
-    return f"median |error| {report.median_abs(e):.1%} {fitted}, {report.median_abs(h):.1%} held out"
+def _medians(m: dict[str, Any], fitted: str) -> str:
+    """A summary's median |error|, fitted and held out."""
+    return f"median |error| {m['median']:.1%} {fitted}, {m['held_out_median']:.1%} held out"
 
 
 if __name__ == "__main__":

@@ -8,7 +8,11 @@ rounded up by under a point: the test guards them, it does not claim the issue's
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import statistics
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -345,3 +349,58 @@ def test_the_qwen3_moe_rows_carry_the_pages_totals() -> None:
         assert r.ep == (r.tp if r.id >= "S26" else 1)
         assert r.maths == ("fp8" if r.weights == "fp8" and r.gpu == "h100-sxm" else "bf16")
     assert {r.gpu for r in rows.values()} == {"h100-sxm", "a100-80gb-sxm"}
+
+
+def accuracy_script() -> Any:
+    """benchmarks/accuracy.py, as a module."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
+    spec = importlib.util.spec_from_file_location("accuracy_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+ROW_KEYS = {"id", "source", "engine", "kind", "regime", "model", "gpu", "tp", "unit", "measured", "predicted",
+            "held_out", "error", "held_out_error", "inside_band"}  # fmt: skip
+REPORT_KEYS = {"rows", "groups", "far_bound", "far", "faster_than_measured", "signed_held_out_median"}
+GROUP_KEYS = {"name", "n", "held_out_median", "held_out_worst", "in_sample_median", "band_coverage"}
+
+
+def test_the_accuracy_report_as_json_says_what_its_tables_say(checked: list[report.Checked]) -> None:
+    """`benchmarks/accuracy.py --json`: every row with its errors worked from its own
+    predicted and measured values, and each summary what those rows make of it."""
+    data = json.loads(json.dumps(accuracy_script().summary(checked, False), allow_nan=False))
+    assert set(data) == REPORT_KEYS
+    rows = data["rows"]
+    assert [r["id"] for r in rows] == [c.row.id for c in checked] and all(set(r) == ROW_KEYS for r in rows)
+    for r in rows:
+        assert r["error"] == pytest.approx(r["predicted"] / r["measured"] - 1)
+        assert r["held_out_error"] == pytest.approx(r["held_out"] / r["measured"] - 1)
+    every = data["groups"][0]
+    assert set(every) == GROUP_KEYS and (every["name"], every["n"]) == ("all", len(rows))
+    assert every["held_out_median"] == statistics.median(abs(r["held_out_error"]) for r in rows)
+    assert every["band_coverage"] == sum(r["inside_band"] for r in rows) / len(rows)
+    decode = next(g for g in data["groups"] if g["name"] == "regime decode")
+    assert decode["n"] == sum(r["regime"] == "decode" for r in rows)
+    assert data["far"]["held_out"] == [r["id"] for r in rows if abs(r["held_out_error"]) > data["far_bound"]]
+
+
+def test_the_newer_tables_cells_as_json() -> None:
+    """`--newer --json` from the command line: strict JSON, each cell's errors from its own
+    values, the summary their medians."""
+    import subprocess
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
+    proc = subprocess.run([sys.executable, str(path), "--newer", "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+    cells = data["cells"]
+    assert len(cells) == data["summary"]["all"]["n"] == 27
+    assert all(c["error"] == pytest.approx(c["predicted"] / c["measured"] - 1) for c in cells)
+    assert data["summary"]["all"]["median"] == statistics.median(abs(c["error"]) for c in cells)

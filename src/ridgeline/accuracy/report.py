@@ -97,14 +97,16 @@ def median_abs(errors: Sequence[float]) -> float:
     return statistics.median(abs(e) for e in errors)
 
 
+def inside(c: Checked, profiles: dict[str, EngineProfile] | None = None) -> bool:
+    """Whether the row's held-out time ratio lies inside its profile's band."""
+    lo, hi = (profiles or builtin_engines())[c.row.engine].uncertainty.get(c.row.regime, (1.0, 1.0))
+    return bool(lo <= c.time_ratio <= hi)
+
+
 def covered(checked: Sequence[Checked], profiles: dict[str, EngineProfile] | None = None) -> float:
     """The share of rows whose held-out time ratio lies inside their profile's band."""
     profiles = profiles or builtin_engines()
-    inside = 0
-    for c in checked:
-        lo, hi = profiles[c.row.engine].uncertainty.get(c.row.regime, (1.0, 1.0))
-        inside += lo <= c.time_ratio <= hi
-    return inside / len(checked)
+    return sum(inside(c, profiles) for c in checked) / len(checked)
 
 
 def by(checked: Sequence[Checked], key: str) -> dict[str, list[Checked]]:
