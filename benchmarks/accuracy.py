@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ridgeline.accuracy import corpus, report
-from ridgeline.engines import builtin_engines
+from ridgeline.engines import EngineProfile, builtin_engines
 
 BEYOND_GROUP = "TensorRT-LLM 1.0 docs"
 # a corpus row of that table for each precision: trtllm-bench offline, fp8 weights, maths and
@@ -185,7 +185,7 @@ def summary(checked: list[report.Checked], checks: bool) -> dict[str, Any]:
     return data
 
 
-def row_data(c: report.Checked, profiles: dict[str, Any]) -> dict[str, Any]:
+def row_data(c: report.Checked, profiles: dict[str, EngineProfile]) -> dict[str, Any]:
     r = c.row
     return {
         "id": r.id,
@@ -206,7 +206,7 @@ def row_data(c: report.Checked, profiles: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def group_data(name: str, cs: list[report.Checked], profiles: dict[str, Any]) -> dict[str, Any]:
+def group_data(name: str, cs: list[report.Checked], profiles: dict[str, EngineProfile]) -> dict[str, Any]:
     return {
         "name": name,
         "n": len(cs),

@@ -90,8 +90,8 @@ def test_a_fold_never_sees_the_source_it_leaves_out() -> None:
         after = fit.fit(prior, slower)
         assert after.fold_x[group] == before.fold_x[group]
         assert math.dist(after.x, before.x) > 0.05
-        kept = [r for r in rows if r.group != group]
-        alone = fit.descend(fit.problem(prior, kept), fit.prior_x(fit.problem(prior, kept)), 4)[0]
+        kept = fit.problem(prior, [r for r in rows if r.group != group])
+        alone = fit.descend(kept, fit.prior_x(kept), 4)[0]
         assert before.fold_x[group] == pytest.approx(alone, abs=1e-12)
 
 
