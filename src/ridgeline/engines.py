@@ -398,7 +398,7 @@ class EngineProfile:
         """The terms of this profile every prediction on `d` rests on, whatever its workload:
         its matmul rate, weight format, unpacking, KV and attention, the step's fixed costs,
         the expert terms of a MoE, sinks before Hopper, the vendor's factors off NVIDIA, and TP
-        growth and the link's latency at TP > 1. (The fit adds the workload's own: a batch's,
+        growth and the link's latency and bandwidth at TP > 1. (The fit adds the workload's own: a batch's,
         a CUDA graph's, an HTTP server's.)"""
         a, hw, maths = d.arch, d.hw, d.prec.maths
         fmt = stored_format(a, d.prec)
@@ -414,7 +414,7 @@ class EngineProfile:
         if hw.vendor_name != "nvidia":
             keys += [f"vendor.{hw.vendor_name}", f"vendor_memory.{hw.vendor_name}"]
         if d.par.tp > 1:
-            keys += ["tp_scale", f"collective_latency_s.{hw.link_kind}"]
+            keys += ["tp_scale", f"collective_latency_s.{hw.link_kind}", "link_efficiency"]
         return keys
 
     def unmeasured(self, d: Deployed) -> list[str]:
