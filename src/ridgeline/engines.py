@@ -86,7 +86,7 @@ from ridgeline.efficiency import Rates
 from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.hardware import FALLBACK, REFERENCE_MMA_ROWS, Accelerator
 from ridgeline.ledger import Pass, Work, tokens_per_expert, weight_bytes_per_param
-from ridgeline.parallel import Parallel
+from ridgeline.parallel import Parallel, collectives_per_pass
 from ridgeline.precision import BITS, Precision, attention_maths
 
 
@@ -397,9 +397,10 @@ class EngineProfile:
     def terms(self, d: Deployed) -> list[str]:
         """The terms of this profile every prediction on `d` rests on, whatever its workload:
         its matmul rate, weight format, unpacking, KV and attention, the step's fixed costs,
-        the expert terms of a MoE, sinks before Hopper, the vendor's factors off NVIDIA, and TP
-        growth and the link's latency and bandwidth at TP > 1. (The fit adds the workload's own: a batch's,
-        a CUDA graph's, an HTTP server's.)"""
+        the expert terms of a MoE, sinks before Hopper, the vendor's factors off NVIDIA, TP
+        growth at TP > 1, and the link's latency and bandwidth wherever GPUs exchange
+        activations (TP's all-reduces, PP's hand-offs). (The fit adds the workload's own: a
+        batch's, a CUDA graph's, an HTTP server's.)"""
         a, hw, maths = d.arch, d.hw, d.prec.maths
         fmt = stored_format(a, d.prec)
         keys = [f"gemm.{self.gemm_key(maths)}", f"weights.{fmt}", "kv", "attention", "half_m_tokens"]
@@ -414,7 +415,9 @@ class EngineProfile:
         if hw.vendor_name != "nvidia":
             keys += [f"vendor.{hw.vendor_name}", f"vendor_memory.{hw.vendor_name}"]
         if d.par.tp > 1:
-            keys += ["tp_scale", f"collective_latency_s.{hw.link_kind}", "link_efficiency"]
+            keys.append("tp_scale")
+        if collectives_per_pass(a, d.par):  # what comm_time_s prices
+            keys += [f"collective_latency_s.{hw.link_kind}", "link_efficiency"]
         return keys
 
     def unmeasured(self, d: Deployed) -> list[str]:
