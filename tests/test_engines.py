@@ -51,6 +51,11 @@ def test_the_built_in_engines_and_their_schedulers(capsys: pytest.CaptureFixture
         name: listed[name]["scheduler"]["prefix_caching"] for name in ("vllm", "sglang", "trtllm", "llamacpp")
     }
     assert caching == {"vllm": True, "sglang": True, "trtllm": False, "llamacpp": False}
+    # SGLang (0.4 on) and TensorRT-LLM's PyTorch runtime plan the next step while this one
+    # runs; vLLM's V1 (async scheduling off by default) and llama.cpp's server do not
+    names = ("vllm", "sglang", "trtllm", "llamacpp")
+    overlap = {name: listed[name]["scheduler"]["overlap"] for name in names}
+    assert overlap == {"vllm": False, "sglang": True, "trtllm": True, "llamacpp": False}
 
 
 # vLLM's own defaults (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults, 0.9 on, for
@@ -357,6 +362,7 @@ def test_a_perfect_engine_from_a_file_is_the_ideal_roofline_of_what_an_engine_ru
         (PERFECT + "overhead = { moe_layer = 0.5 }\n", "overhead.moe_layer"),  # never below a dense layer
         (PERFECT + 'scheduler = { chunked_prefill = "off" }\n', "chunked_prefill must be true or false"),
         (PERFECT + "scheduler = { prefix_caching = 1 }\n", "prefix_caching must be true or false"),
+        (PERFECT + 'scheduler = { overlap = "yes" }\n', "overlap must be true or false"),
         (PERFECT.replace("kv = 1.0 }", "kv = 1.0, sampler_bytes = -1.0 }"), "memory.sampler_bytes"),
         (PERFECT.replace("kv = 1.0 }", "kv = 1.0, repacked_experts = 0.5 }"), "memory.repacked_experts"),
     ],

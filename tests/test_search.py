@@ -698,3 +698,26 @@ def test_a_launch_command_turns_chunked_prefill_off_as_its_engine_does(engine: s
         assert "enable_chunked_prefill: false" in found.files["extra-llm-api-options.yaml"]
     if engine == "llamacpp":
         assert any("no switch for chunked prefill" in note for note in found.assumptions)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_launch_command_schedules_as_the_simulated_engine_did(engine: str, overlap: bool) -> None:
+    """Each engine's own default needs no flag; the other way round takes its switch:
+    vLLM's --async-scheduling, SGLang's --disable-overlap-schedule, TensorRT-LLM's
+    disable_overlap_scheduler."""
+    from dataclasses import replace
+
+    from ridgeline.deployment import Deployment
+
+    profile = get_engine(engine)
+    profile = replace(profile, scheduler=replace(profile.scheduler, overlap=overlap))
+    d = Deployment.build("llama-3.1-8b", "h100-sxm", weights="fp8", maths="fp8", kv_dtype="fp8", tp=2,
+                         engine=profile)  # fmt: skip
+    found = launch(launch_row(engine), "meta-llama/Llama-3.1-8B", d, 16, 0.9)
+    assert found is not None
+    words = found.command.split()
+    options = found.files.get("extra-llm-api-options.yaml", "")
+    assert ("--async-scheduling" in words) == (engine == "vllm" and overlap)
+    assert ("--disable-overlap-schedule" in words) == (engine == "sglang" and not overlap)
+    assert ("disable_overlap_scheduler: true" in options) == (engine == "trtllm" and not overlap)

@@ -63,8 +63,8 @@ and falls short of the roofline for reasons each of which has a physical term he
                        queued at once, a run over HTTP takes at least this long)
 
 A profile also carries its scheduler's defaults (admission policy, max sequences, the
-batched-token budget) and, for each regime, the band (p10, p90) of measured / predicted
-that its corpus residuals leave: `data/engines.toml` says where every number came from.
+batched-token budget, whether it plans the next step while this one runs) and, for each
+regime, the band (p10, p90) of measured / predicted that its corpus residuals leave: `data/engines.toml` says where every number came from.
 Users add their own profiles in TOML, as they do accelerators (`--engine FILE.toml`,
 `RIDGELINE_ENGINES`, or `engines.toml` in the config folder).
 """
@@ -143,6 +143,9 @@ class Scheduler:
     max_num_batched_tokens: int = 8192
     chunked_prefill: bool = True
     prefix_caching: bool = False  # a preempted request finds its freed blocks still cached
+    # the CPU plans step n + 1 while the GPU runs step n (SGLang 0.4 on, TensorRT-LLM's PyTorch
+    # runtime): a request that arrives while a step runs waits for the next one to run too
+    overlap: bool = False
     small_max_num_seqs: int | None = None
     small_max_num_batched_tokens: int | None = None
     small_below_memory_gib: float = 0.0
@@ -495,10 +498,12 @@ def _scheduler(w: str, sched: dict[str, Any]) -> Scheduler:
             given[key] = _num(w, f"scheduler.{key}", sched[key], (0.0, 1e6))
     chunked = check_flag(f"{w}: scheduler.chunked_prefill", sched.get("chunked_prefill", True))
     caching = check_flag(f"{w}: scheduler.prefix_caching", sched.get("prefix_caching", False))
+    overlap = check_flag(f"{w}: scheduler.overlap", sched.get("overlap", False))
     return Scheduler(
         policy=str(sched.get("policy", "vllm")),
         chunked_prefill=chunked,
         prefix_caching=caching,
+        overlap=overlap,
         small_gpus=tuple(g.lower() for g in gpus),
         **given,
     )
@@ -731,6 +736,7 @@ def _scheduler_fields(sc: Scheduler) -> dict[str, Any]:
         "max_num_batched_tokens": sc.max_num_batched_tokens,
         "chunked_prefill": sc.chunked_prefill,
         "prefix_caching": sc.prefix_caching,
+        "overlap": sc.overlap,
     }
     tiers = {
         "small_max_num_seqs": sc.small_max_num_seqs,

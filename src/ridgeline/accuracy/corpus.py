@@ -109,12 +109,16 @@ class Row:
     lengths: str  # how the requests' lengths spread around the means (fixed when empty)
     graphs: int | None  # the largest decode batch the run captured as a CUDA graph (None: the profile's)
     cache: bool | None  # the engine's prefix cache on or off (None: the profile's)
+    overlap: bool | None  # the engine's overlapped scheduling on or off (None: the profile's)
     measured: float
     unit: str
 
     @property
     def regime(self) -> str:
         return REGIME[self.kind]
+
+
+ON_OFF = {"": None, "on": True, "off": False}  # a column that sets one of the profile's switches
 
 
 def _int(text: str, default: int = 0) -> int:
@@ -164,7 +168,8 @@ def _mapped() -> tuple[Row, ...]:
                 per_gpu=bool(r["per_gpu"]),
                 lengths=r["lengths"] or "fixed",
                 graphs=int(r["graphs"]) if r["graphs"] else None,
-                cache={"": None, "on": True, "off": False}[r["cache"]],
+                cache=ON_OFF[r["cache"]],
+                overlap=ON_OFF[r["overlap"]],
                 measured=float(r["measured"]),
                 unit=r["unit"],
             )
@@ -247,7 +252,12 @@ def _simulate(row: Row, d: Deployment) -> dict[str, Any]:
     from ridgeline.simulate.run import engine_config
 
     cfg = engine_config(
-        d, row.max_num_seqs, row.max_num_batched_tokens, policy=row.policy, prefix_caching=row.cache
+        d,
+        row.max_num_seqs,
+        row.max_num_batched_tokens,
+        policy=row.policy,
+        prefix_caching=row.cache,
+        overlap=row.overlap,
     )
     seqs = cfg.max_num_seqs
     if cfg.max_num_batched_tokens < seqs:  # vLLM requires a budget of at least one token a sequence

@@ -78,6 +78,7 @@ def launch(
     chunked = row.get("chunked_prefill") is not False
     weights, maths, kv = str(row["weights"]), str(row["maths"]), str(row["kv_dtype"])
     graphs = min(seqs, d.engine.graph_max_seqs) if d.engine is not None else 0  # decode batches captured
+    overlap = d.engine is not None and d.engine.scheduler.overlap  # plans a step while one runs
     if engine == "vllm":
         argv = ["vllm", "serve", model_argument(model, notes), "--tensor-parallel-size", str(tp)]
         if pp > 1:
@@ -97,6 +98,8 @@ def launch(
                     "vLLM without chunked prefill needs --max-num-batched-tokens >= --max-model-len: "
                     "the context is capped at the budget, which holds every request of this workload"
                 )
+        if overlap:
+            argv += ["--async-scheduling"]
         argv += ["--block-size", str(block_tokens)]
         argv += ["--gpu-memory-utilization", f"{utilization:g}"]
         argv += vllm_dtypes(weights, maths, kv, notes)
@@ -119,6 +122,8 @@ def launch(
         )
         if graphs:
             argv += ["--cuda-graph-max-bs", str(graphs)]
+        if not overlap:
+            argv += ["--disable-overlap-schedule"]
         if str(row["policy"]) != "sglang":  # the sglang policy's prefill steps run no decodes, as SGLang's
             notes.append(
                 "SGLang's --chunked-prefill-size bounds a step's prefill tokens; ridgeline's budget "
@@ -137,6 +142,8 @@ def launch(
         ]
         options = ["scheduler_config:", f"  capacity_scheduler_policy: {trtllm_policy(str(row['policy']))}"]
         options += [f"enable_chunked_prefill: {'true' if chunked else 'false'}"]
+        if not overlap:
+            options += ["disable_overlap_scheduler: true"]
         if graphs:
             options += ["cuda_graph_config:", "  enable_padding: true", f"  max_batch_size: {graphs}"]
         if kv in ("fp8", "int8"):

@@ -14,6 +14,11 @@ by token. A sliding window w bends a decoder's terms once, at context w: before 
 step adds a token to what its sliding layers attend to and read; from it on, none. So each
 window keeps its young decoders (context < w) as a count and a sum of bases (`Young`), and a
 run also ends where the next of them comes of age.
+
+A step is planned from the requests that had arrived when it was planned: at its start, or,
+for an engine that overlaps its scheduling with the GPU (EngineConfig.overlap: SGLang 0.4 on,
+TensorRT-LLM's PyTorch runtime), while the step before it ran, from that step's start. A
+request that arrives mid-step then waits for one more step; an idle engine plans at once.
 """
 
 from __future__ import annotations
@@ -110,6 +115,7 @@ class EngineConfig:
     policy: str = Scheduler.policy
     chunked_prefill: bool = True  # False: a prefill runs whole in one step, never split
     prefix_caching: bool = False  # a preempted request's freed blocks stay cached until reused
+    overlap: bool = False  # the next step is planned while this one runs (Scheduler.overlap)
 
     def __post_init__(self) -> None:
         self.check()
@@ -121,7 +127,7 @@ class EngineConfig:
         check_fraction("--gpu-memory-utilization", self.gpu_memory_utilization)
         if not isinstance(self.jump, bool):
             raise RidgelineError(f"jump must be True or False, got {self.jump!r}")
-        for name in ("chunked_prefill", "prefix_caching"):
+        for name in ("chunked_prefill", "prefix_caching", "overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise RidgelineError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not isinstance(self.policy, str) or self.policy not in POLICIES:
@@ -184,6 +190,11 @@ class Engine:
         self.replica = replica
         self.follow_up = follow_up
         self.t = 0.0
+        # what the scheduler saw when it planned the step about to start: the queue as it stood
+        # then. Planned at its start, t, unless the engine overlaps its scheduling with the GPU
+        # (cfg.overlap): then at the start of the step that has just run, `planned`
+        self.overlap = cfg.overlap
+        self.planned = 0.0
         self.step = 0  # step counter s
         self.pending: list[int] = []  # assigned requests in arrival order
         self.next = 0  # first pending request not yet arrived
@@ -269,14 +280,17 @@ class Engine:
         schedule, apply, one_step = self.schedule, self.apply, self.one_step
         while True:
             nxt, t = self.next, self.t
-            while nxt < len(pending) and arrival[pending[nxt]] <= t:
+            seen = self.planned if self.overlap else t
+            while nxt < len(pending) and arrival[pending[nxt]] <= seen:
                 waiting.append(pending[nxt])
                 nxt += 1
             self.next = nxt
             if not (self.n_decoding or prefilling or waiting):
                 if nxt >= len(pending) or arrival[pending[nxt]] >= barrier:
                     return
-                self.t = arrival[pending[nxt]]
+                # idle, the scheduler sees the next arrival at once, even one that came while
+                # the last step ran
+                self.t = self.planned = max(t, arrival[pending[nxt]])
                 continue
             if t >= barrier:
                 return
@@ -431,6 +445,7 @@ class Engine:
                     group_cached[g] += cached_tokens(c, w)
             dt = model.time_s(tokens, group_pairs, group_cached, sampled)
             self.record_groups(dt, tokens, group_pairs, group_cached)
+        self.planned = self.t
         t1 = self.t + dt
         self.t = t1
         if decode:
@@ -562,6 +577,8 @@ class Engine:
                 pairs = n * attended_pairs(1, mean, 0)
                 cached = n * cached_tokens(mean, 0)
             self.record(dt, k, n, pairs, cached)
+        # the run's last step started after the k - 1 before it
+        self.planned = self.t + (run.elapsed_s(k - 1) if self.overlap and k > 1 else 0.0)
         t = self.t + dt
         self.t = t
         self.step = s + k

@@ -108,10 +108,11 @@ def engine_config(
     policy: str | None = None,
     chunked_prefill: bool | None = None,
     prefix_caching: bool | None = None,
+    overlap: bool | None = None,
 ) -> EngineConfig:
     """The engine's knobs: those given, else the deployment's engine profile's scheduler
-    (its policy, max sequences, batched-token budget, chunked prefill and prefix caching),
-    else vLLM's defaults."""
+    (its policy, max sequences, batched-token budget, chunked prefill, prefix caching and
+    overlapped scheduling), else vLLM's defaults."""
     base = m.scheduler or EngineConfig()
     return EngineConfig(
         max_num_seqs=base.max_num_seqs if max_num_seqs is None else max_num_seqs,
@@ -124,6 +125,7 @@ def engine_config(
         policy=base.policy if policy is None else policy,
         chunked_prefill=base.chunked_prefill if chunked_prefill is None else chunked_prefill,
         prefix_caching=base.prefix_caching if prefix_caching is None else prefix_caching,
+        overlap=base.overlap if overlap is None else overlap,
     )
 
 
