@@ -64,7 +64,8 @@ and falls short of the roofline for reasons each of which has a physical term he
 
 A profile also carries its scheduler's defaults (admission policy, max sequences, the
 batched-token budget, whether it plans the next step while this one runs) and, for each
-regime, the band (p10, p90) of measured / predicted that its corpus residuals leave: `data/engines.toml` says where every number came from.
+regime, the band (p10, p90) of measured / predicted that its corpus residuals leave:
+`data/engines.toml` says where every number came from.
 Users add their own profiles in TOML, as they do accelerators (`--engine FILE.toml`,
 `RIDGELINE_ENGINES`, or `engines.toml` in the config folder).
 """
