@@ -59,6 +59,33 @@ def test_qwen3_235b_counted_by_hand() -> None:
     assert kv_bytes_per_token(arch, Precision()) == 94 * 2 * 4 * 128 * 2
 
 
+def test_glm_moe_counted_by_hand() -> None:
+    """GLM-4.5-Air and GLM-4.6 (glm4_moe, from their config.json): per layer, attention (96
+    query and 8 KV heads of 128, with q/k/v biases; q/k norms on GLM-4.6) and two RMSNorms;
+    the first 1 (Air) or 3 layers run a dense MLP, every later one a router with a score
+    correction, one shared expert and 128 or 160 routed experts (8 a token); untied
+    151,552-token embeddings. Model cards: 106B total, 12B active; 355B, 32B (both leave out
+    the input embedding; 4.6's counts its multi-token-prediction layer, which serving without
+    speculation does not load)."""
+    for name, h, layers, dense, mlp, experts, width, qk_norm, cards in (
+        ("glm-4.5-air", 4096, 46, 1, 10944, 128, 1408, 0, (106e9, 12e9)),
+        ("glm-4.6", 5120, 92, 3, 12288, 160, 1536, 2 * 128, (355e9, 32e9)),
+    ):
+        attention = h * 96 * 128 + 2 * h * 8 * 128 + 96 * 128 * h + 96 * 128 + 2 * 8 * 128 + qk_norm
+        moe = h * experts + experts + 3 * h * width  # router, its correction, the shared expert
+        expert = 3 * h * width
+        outside = 2 * 151_552 * h + h
+
+        fixed = layers * (attention + 2 * h) + dense * 3 * h * mlp + (layers - dense) * moe + outside
+        arch = get_model(name)
+        assert arch.parameters == fixed + (layers - dense) * experts * expert
+        assert arch.active_parameters == fixed + (layers - dense) * 8 * expert
+        total, active = cards
+        assert arch.parameters == pytest.approx(total, rel=0.02)
+        assert arch.active_parameters - 151_552 * h == pytest.approx(active, rel=0.07)
+        assert kv_bytes_per_token(arch, Precision()) == layers * 2 * 8 * 128 * 2
+
+
 def test_gemma_sliding_layers_cap_the_cache() -> None:
     """Gemma 2 alternates 4,096-token sliding windows with global layers (21 each)."""
     arch = get_model(str(DATA / "gemma-2-9b" / "config.json"))

@@ -29,7 +29,8 @@ class Architecture:
     vocab: int
     tied_embeddings: bool
     max_context: int
-    attention_bias: bool = False
+    attention_bias: bool = False  # biases on the query, key and value projections
+    output_bias: bool = False  # and on the output projection (gpt-oss)
     qk_norm: bool = False
     norms_per_layer: int = 2
     # One entry per layer: the sliding window in tokens, or 0 for global attention.
@@ -132,7 +133,9 @@ class Architecture:
         o = self.heads * d * h
         params = q + kv + o
         if self.attention_bias:
-            params += self.heads * d + 2 * self.kv_heads * d + h
+            params += self.heads * d + 2 * self.kv_heads * d
+        if self.output_bias:
+            params += h
         if self.qk_norm:
             params += 2 * d
         if self.attention_sinks:

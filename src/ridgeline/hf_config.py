@@ -3,8 +3,10 @@
 Llama, Mistral, Qwen2/Qwen3 (GQA, tied embeddings); Gemma 2 and 3 (interleaved
 sliding-window layers, head dim not hidden/heads); Mixtral, Qwen-MoE and gpt-oss
 (mixture of experts); DeepSeek-V2/V3 (multi-head latent attention, shared experts,
-the first dense layers). Fields follow the transformers configuration classes,
-including their defaults when a field is omitted (tie_word_embeddings defaults to true).
+the first dense layers); GLM-4.5/4.6 (glm4_moe: DeepSeek-V3's routed and shared experts and
+first dense layers over grouped-query attention, head dim not hidden/heads). Fields follow
+the transformers configuration classes, including their defaults when a field is omitted
+(tie_word_embeddings defaults to true).
 
 A checkpoint stored quantised says so in its `quantization_config`; its stored mix becomes
 the model's own weights (`--weights file`, the default), as a GGUF's does:
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 DENSE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text", "phi3"}
-MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "deepseek_v2", "deepseek_v3"}
+MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "deepseek_v2", "deepseek_v3", "glm4_moe"}
 SUPPORTED = sorted(DENSE | MOE)
 
 
@@ -137,7 +139,7 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
         fields: dict[str, Any] = {}
         if family in ("gemma2", "gemma3", "gemma3_text"):
             fields["norms_per_layer"] = 4
-        if family in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"):
+        if family in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text") or cfg.get("use_qk_norm"):
             fields["qk_norm"] = True
         if family in ("qwen2", "qwen2_moe") or cfg.get("attention_bias"):
             fields["attention_bias"] = True
@@ -158,17 +160,21 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
                 expert_bias=True,
                 router_bias=True,
                 attention_bias=True,
+                output_bias=True,
                 attention_sinks=True,
             )
-        elif family in ("deepseek_v2", "deepseek_v3"):
+        elif family in ("deepseek_v2", "deepseek_v3", "glm4_moe"):
             shared = _int(cfg, "n_shared_experts", where)
             moe_mlp = _req(cfg, "moe_intermediate_size", where)
             fields.update(
                 experts=_req(cfg, "n_routed_experts", where),
                 expert_mlp=moe_mlp,
                 shared_expert_mlp=shared * moe_mlp,
-                router_bias=family == "deepseek_v3",
+                router_bias=family != "deepseek_v2",  # a per-expert score correction
                 dense_layers=_layer_count(cfg, "first_k_dense_replace", layers, where),
+            )
+        if family in ("deepseek_v2", "deepseek_v3"):  # multi-head latent attention
+            fields.update(
                 q_lora_rank=_int(cfg, "q_lora_rank", where),
                 kv_lora_rank=_req(cfg, "kv_lora_rank", where),
                 qk_nope_head_dim=_req(cfg, "qk_nope_head_dim", where),
