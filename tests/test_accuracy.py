@@ -22,8 +22,8 @@ from ridgeline.engines import builtin_engines
 
 HELD_OUT_MEDIAN = 0.09  # leave-one-source-out median |error| over the corpus (measured 8.34%)
 IN_SAMPLE_MEDIAN = 0.075  # the fitted profiles on their own rows (measured 6.97%)
-BAND_COVERAGE = (0.70, 0.90)  # the share of held-out rows inside their p10-p90 band (measured 78%)
-UNSEEN_COVERAGE = (0.65, 0.90)  # of the check sources' rows, in bands rebuilt without each (measured 69.7%)
+BAND_COVERAGE = (0.70, 0.90)  # the share of held-out rows inside their p10-p90 band (measured 79.9%)
+UNSEEN_COVERAGE = (0.65, 0.90)  # of the check sources' rows, in bands rebuilt without each (measured 69.0%)
 # The corpus's first 100 rows, before SGLang's open-loop runs (K04-K29, M01-M10), two
 # NVFP4 prefill-heavy cells (D31, D32), GPUStack's gpt-oss-120b runs (N01-N15), the Qwen3-8B
 # page's last two TTFTs (F16, F17) and TensorRT-LLM 0.13's, 0.15's and 0.17's tables (T01-T30,
@@ -48,7 +48,7 @@ LATER = (
     | {f"V{i:02d}" for i in range(1, 25)}
 )
 FIRST_100_HELD_OUT_MEDIAN = 0.10  # the target itself (measured 9.59%)
-CHECKS_MEDIAN = 0.23  # the sources kept as checks, which no profile was fitted to (measured 22.7%)
+CHECKS_MEDIAN = 0.23  # the sources kept as checks, which no profile was fitted to (measured 22.2%)
 
 
 @pytest.fixture(scope="module")
@@ -267,13 +267,13 @@ def test_a_run_with_its_prefix_cache_off_is_simulated_without_one() -> None:
 
 
 def test_the_sources_kept_as_checks_are_predicted_and_never_fitted() -> None:
-    """GPUStack's Qwen3-14B and Qwen3-32B pages, its DeepSeek-R1 page and its two Qwen3-235B-A22B
-    pages (corpus.CHECKS) are
-    in the corpus but in no fit: no fold of cv.json leaves them out, since none held them, so
+    """GPUStack's Qwen3-14B and Qwen3-32B pages, its DeepSeek-R1 page, its two Qwen3-235B-A22B
+    pages and its five GLM-4.5-Air and GLM-4.6 pages (corpus.CHECKS) are in the corpus but in
+    no fit: no fold of cv.json leaves them out, since none held them, so
     the fitted profiles' predictions are their held-out ones. Their median |error| stays
     where it was measured."""
     rows = corpus.check_rows()
-    assert len(rows) == 38 + 9 + 29 and {r.group for r in rows} == set(corpus.CHECKS)
+    assert len(rows) == 38 + 9 + 29 + 40 and {r.group for r in rows} == set(corpus.CHECKS)
     assert not {r.id for r in rows} & {r.id for r in corpus.rows()}
     assert not any(group in folds for folds in report.folds().values() for group in corpus.CHECKS)
     checked = report.check(rows)
