@@ -395,3 +395,43 @@ def test_explain_names_communication_on_a_slow_link() -> None:
     e = estimate("llama-3.1-8b", "l40s", tp=8, batch=64)
     assert e.decode.comm_s > 0.25 * e.decode.time_s
     assert any("Communication" in line for line in e.explain)
+
+
+def test_a_listed_repository_id_is_its_catalogue_model_unless_the_cache_has_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """Offline with an empty Hugging Face cache, a repository id that models/aliases.toml
+    lists (case ignored) is its catalogue model; a config.json in the cache for that id
+    still wins (it may be a fine-tune with other shapes); every alias names a catalogue model."""
+    from ridgeline.models import catalogue_aliases, catalogue_names
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    assert set(catalogue_aliases().values()) <= set(catalogue_names())
+    assert get_model("meta-llama/Llama-3.3-70B-Instruct") == get_model("llama-3.3-70b")
+    assert get_model("Qwen/Qwen3-235B-A22B-Instruct-2507").name == "qwen3-235b-a22b"
+    snapshot = tmp_path / "hub" / "models--openai--gpt-oss-20b" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text((DATA / "qwen2.5-7b" / "config.json").read_text())
+    assert get_model("openai/gpt-oss-20b").family == "qwen2"
+
+
+@pytest.mark.parametrize(
+    "name, total, active",
+    [
+        ("llama-3-8b", 8.03e9, None),  # the model cards' counts
+        ("llama-3-70b", 70.6e9, None),
+        ("llama-3.3-70b", 70.6e9, None),
+        ("llama-3.2-3b", 3.21e9, None),
+        ("qwen2.5-14b", 14.7e9, None),
+        ("qwen2.5-32b", 32.5e9, None),
+        ("mixtral-8x22b", 141e9, 39e9),
+        ("deepseek-r1", 671e9, 37e9),
+    ],
+)
+def test_catalogue_models_match_their_cards(name: str, total: float, active: float | None) -> None:
+    arch = get_model(name)
+    assert arch.parameters == pytest.approx(total, rel=0.01)
+    if active is not None:
+        assert arch.active_parameters == pytest.approx(active, rel=0.02)

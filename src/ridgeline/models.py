@@ -1,5 +1,6 @@
 """Find a model by what the user typed: a catalogue name, a config.json, a .gguf file,
-or a Hugging Face repository id (from the local cache, or fetched when online)."""
+or a Hugging Face repository id (from the local cache; else the catalogue entry of a
+repository it lists, models/aliases.toml; else fetched when online)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,13 @@ def catalogue_names() -> tuple[str, ...]:
 def catalogue_model(name: str) -> Architecture:
     text = _files.package_text("models", f"{name}.json")
     return architecture_from_config(_files.parse(text, f"{name}.json"), name, f"{name}.json")
+
+
+@lru_cache(maxsize=1)
+def catalogue_aliases() -> dict[str, str]:
+    """Hugging Face repository ids (lower case) that name a catalogue model (models/aliases.toml)."""
+    table = _files.parse(_files.package_text("models", "aliases.toml"), "aliases.toml")
+    return {repo.lower(): str(name) for repo, name in table.items()}
 
 
 def _hf_cached_config(repo: str) -> Path | None:
@@ -92,6 +100,9 @@ def _resolve(spec: str) -> Architecture:
     if path.is_dir() and (path / "config.json").is_file():
         return _resolve(str(path / "config.json"))
     if spec.count("/") == 1 and not path.exists():
+        alias = catalogue_aliases().get(spec.lower())
+        if alias is not None and _hf_cached_config(spec) is None:
+            return catalogue_model(alias)  # the repository's model, without a download
         config = _hf_config(spec)
         return architecture_from_config(_files.read_user_file(config), spec.split("/")[1], str(config))
     raise unknown_name("model", spec, catalogue_names(), "ridgeline models")
