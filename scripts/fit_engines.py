@@ -126,7 +126,8 @@ def main() -> None:
         band = {g: (b.low, b.high) for g, b in bands.items()}
         prov = {**provenance(res, prior), **fixed(prior)}
         for g, b in bands.items():
-            prov[f"uncertainty.{g}"] = f"p10, p90 of measured / predicted time: {b.made_of}"
+            lo, hi = fit.BAND_PERCENTILES
+            prov[f"uncertainty.{g}"] = f"p{lo:g}, p{hi:g} of measured / predicted time: {b.made_of}"
         out = _with(fitted[name], band, prov)
         lines.append(profile_to_toml(out) + "\n")
         held = [abs(math.exp(e) - 1) for e in res["held_out"].values()]

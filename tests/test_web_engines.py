@@ -10,7 +10,7 @@ what an engine runs: it looks the input embedding up (Llama 3.1 8B's untied 128,
 4,096 table, not streamed each step) and runs the lm_head on the sampled token only. So by
 arithmetic alone its TPOT (memory-bound) is the lesson's, less that table's reads, plus
 2 ms; its TTFT (compute-bound) the lesson's FLOPs less that work, at the lower rate, plus
-2 ms; and its band is its own times its p10 and p90.
+2 ms; and its band is its own times the profile's band.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def test_an_engines_overhead_makes_every_step_slower_by_it(client: TestClient) -
     assert e["tpot_s"] == pytest.approx(STAGE_TPOT_S - table_s + OVERHEAD_S, abs=5e-5)
 
 
-def test_the_band_is_the_profiles_p10_and_p90(client: TestClient) -> None:
+def test_the_band_is_the_profiles_own(client: TestClient) -> None:
     data = client.get("/api/playground", params={"engine": NAME}).json()
     e, chart = data["estimate"], data["roofline"]
     assert e["uncertainty"]["tpot_s"] == pytest.approx([e["tpot_s"] * x for x in DECODE_BAND])
@@ -209,7 +209,7 @@ def test_the_engine_menu_in_the_page(browser: Browser, engine_server: str, width
     mine = ridgeline.estimate().tpot_s - EMBEDDING * 2 / (0.8 * 3.35e12) + OVERHEAD_S  # as above
     expect(page.locator("#tpot")).to_have_text(ms(mine))
     lo, hi = (mine * x * 1e3 for x in DECODE_BAND)
-    expect(page.locator("#tpot-band")).to_have_text(f"p10–p90: {lo:.3g}–{hi:.3g} ms")
+    expect(page.locator("#tpot-band")).to_have_text(f"80% band: {lo:.3g}–{hi:.3g} ms")
     expect(page.locator("#ttft-band")).to_be_visible()
     expect(page.locator("#preset")).to_be_disabled()  # the profile sets the rates
     expect(page.locator("#chart-caption")).to_contain_text(f"{LABEL}'s profile")
@@ -221,7 +221,7 @@ def test_the_engine_menu_in_the_page(browser: Browser, engine_server: str, width
     expect(page.locator("#tpot")).to_have_text(ms(vllm.tpot_s))
     if vllm.uncertainty:
         lo, hi = (x * 1e3 for x in vllm.uncertainty["tpot_s"])
-        expect(page.locator("#tpot-band")).to_have_text(f"p10–p90: {lo:.3g}–{hi:.3g} ms")
+        expect(page.locator("#tpot-band")).to_have_text(f"80% band: {lo:.3g}–{hi:.3g} ms")
     else:
         expect(page.locator("#tpot-band")).to_be_hidden()
 

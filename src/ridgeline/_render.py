@@ -17,7 +17,7 @@ if not console.is_terminal:  # pipes and files: wide enough that tables keep the
 
 
 def _band(e: Estimate, key: str) -> str:
-    """` (42–57 ms)`: the engine profile's p10–p90 band, in the value's own unit."""
+    """` (42–57 ms)`: the engine profile's 80% band, in the value's own unit."""
     if not e.uncertainty:
         return ""
     lo, hi = e.uncertainty[key]

@@ -64,7 +64,7 @@ and falls short of the roofline for reasons each of which has a physical term he
 
 A profile also carries its scheduler's defaults (admission policy, max sequences, the
 batched-token budget, whether it plans the next step while this one runs) and, for each
-regime, the band (p10, p90) of measured / predicted that its corpus residuals leave:
+regime, the band (an 80% interval) of measured / predicted that its corpus residuals leave:
 `data/engines.toml` says where every number came from.
 Users add their own profiles in TOML, as they do accelerators (`--engine FILE.toml`,
 `RIDGELINE_ENGINES`, or `engines.toml` in the config folder).
@@ -231,7 +231,7 @@ class EngineProfile:
     sampler_bytes: float = 0.0  # bytes a logit its memory profile sets aside on every GPU (0: the plan's)
     repacked_experts: float = 1.0  # 4-bit routed experts held unpacked weight-only, before async MMA
     runs_on: tuple[str, ...] = ()  # the accelerator vendors it supports; empty: any
-    uncertainty: dict[str, tuple[float, float]] = field(default_factory=dict)  # regime -> (p10, p90)
+    uncertainty: dict[str, tuple[float, float]] = field(default_factory=dict)  # regime -> (low, high)
     source: str = ""
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
 
@@ -431,7 +431,7 @@ class EngineProfile:
         return [k for k in self.terms(d) if self.provenance.get(k, "").startswith("prior")]
 
     def band(self, regime: str) -> tuple[float, float] | None:
-        """(p10, p90) of measured / predicted in a regime, when the corpus gave one."""
+        """The band (low, high) of measured / predicted in a regime, when the corpus gave one."""
         return self.uncertainty.get(regime)
 
 
@@ -537,7 +537,7 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
     for regime, pair in band.items():
         if regime not in REGIMES or not isinstance(pair, list) or len(pair) != 2:
             raise RidgelineError(
-                f"{w}: uncertainty.{regime} must be [p10, p90] for one of {', '.join(REGIMES)}"
+                f"{w}: uncertainty.{regime} must be [low, high] for one of {', '.join(REGIMES)}"
             )
         lo, hi = (_num(w, f"uncertainty.{regime}", x, (1e-3, 1e3)) for x in pair)
         if lo > hi:

@@ -239,7 +239,7 @@ class Estimate:
 
     @cached_property
     def uncertainty(self) -> dict[str, list[float]] | None:
-        """An engine profile's p10-p90 band, per time."""
+        """An engine profile's band (an 80% interval), per time."""
         return uncertainty(self.deployment, self.timeline)
 
     @cached_property
@@ -282,9 +282,10 @@ JSON_KEYS = (
 
 
 def uncertainty(m: Deployment, t: Timeline) -> dict[str, list[float]] | None:
-    """With an engine profile: each time's band, the p10 and p90 of measured / predicted
-    that the profile's held-out corpus rows left, for the prefill (TTFT) and decode (TPOT)
-    regimes; the total takes each part's band. None without a profile or its bands."""
+    """With an engine profile: each time's band, the 80% interval of measured / predicted
+    that the profile's held-out corpus rows left (accuracy.fit.BAND_PERCENTILES), for the
+    prefill (TTFT) and decode (TPOT) regimes; the total takes each part's band. None
+    without a profile or its bands."""
     if m.engine is None:
         return None
     prefill, decode = m.engine.band("prefill"), m.engine.band("decode")

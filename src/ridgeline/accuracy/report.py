@@ -75,10 +75,10 @@ def log_time_ratios(checked: Iterable[Checked]) -> dict[str, float]:
 
 
 def unseen_coverage(checked: Sequence[Checked], checks: Sequence[Checked]) -> dict[str, tuple[int, int]]:
-    """For each check source: how many of its rows (of how many) fall inside bands rebuilt,
-    as the fit builds them (fit.bands), from every held-out row but that source's. The
-    shipped bands hold the check sources' rows too; this is their coverage of a source
-    they never saw."""
+    """For each source of `checks`: how many of its rows (of how many) fall inside bands
+    rebuilt, as the fit builds them (fit.bands), from every held-out row but that source's.
+    The shipped bands hold every source's rows; this is their coverage of a source they
+    never saw (with `checked` empty and every row in `checks`: of every source in turn)."""
     rows = {c.row.id: c.row for c in (*checked, *checks)}
     ratios = log_time_ratios([*checked, *checks])
     out = {}

@@ -38,13 +38,13 @@ export function drawReadouts(e, r, { slo = false } = {}) {
   }));
 }
 
-// An engine profile's band: the p10 to p90 of measured / predicted its corpus left.
+// An engine profile's band: the 80% interval of measured / predicted its corpus left.
 function drawBand(key, e, r) {
   const node = document.getElementById(`${key}-band`);
   const band = e.uncertainty?.[`${key}_s`];
   node.hidden = !band;
-  node.textContent = band ? `p10–p90: ${span(band[0], band[1])}` : "";
-  node.title = band ? `${r.engine.label}'s profile: the p10 and p90 of measured over predicted in its held-out measurements` : "";
+  node.textContent = band ? `80% band: ${span(band[0], band[1])}` : "";
+  node.title = band ? `${r.engine.label}'s profile: the interval that held 80% of the held-out measurements of sources it was not made from` : "";
   if (band) node.dataset.value = JSON.stringify(band);
   else delete node.dataset.value;
 }
