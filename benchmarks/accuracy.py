@@ -2,17 +2,19 @@
 predicted and measured value and the signed error, in-sample and with the row's source left
 out of the fit; then the median and worst error by regime and by engine.
 
-Run: python benchmarks/accuracy.py [--rows] [--markdown] [--checks] [--beyond] [--newer] [--json]
+Run: python benchmarks/accuracy.py [--rows] [--markdown] [--checks] [--beyond] [--newer]
+[--serving] [--json]
 (the README's accuracy tables are its --markdown and --rows --markdown output, pasted by hand;
 --json prints every row or cell and the summaries as strict JSON, with the keys the README
 lists)
 
 --checks does the same for the corpus's sources kept as independent checks (corpus.CHECKS:
-GPUStack's Qwen3-14B and Qwen3-32B pages, its DeepSeek-R1 page and its Qwen3-235B-A22B
-pages), which no profile was fitted to: the fitted profile's prediction is their held-out
+GPUStack's Qwen3-14B and Qwen3-32B pages, its DeepSeek-R1 page, its Qwen3-235B-A22B pages
+and its GLM pages), which no profile was fitted to: the fitted profile's prediction is their held-out
 one, and the summary adds each source, accelerator and model. The bands are made of every
 held-out row, the check sources' among them, so it also rebuilds them without each check
-source in turn and says how many of that source's rows they hold.
+source in turn, and without each of every source, and says how many of that source's rows
+they hold.
 
 --beyond predicts the cells of a corpus source's table that the corpus does not hold: the
 TensorRT-LLM 1.0 throughput table (perf-overview.md @00f37686): its FP8 cells for Llama 3.1
@@ -27,6 +29,15 @@ within one engine version.
 @03e27c7d) for models and accelerators the catalogue holds: Llama 3.3 70B in FP8 at TP 2 on
 H200 and H100, in NVFP4 at TP 1 on B200 and GB200, and Qwen3-30B-A3B in NVFP4 on both (27
 cells). No corpus row comes from that table or its engine version.
+
+--serving predicts TensorRT-LLM 0.14's online-serving table (the same perf-overview page's
+0.15 and 0.17 versions, "generated using version 0.14.0, with 500 requests and BF16"):
+Llama 3.1 8B at TP 1 and 70B at TP 4 on H100 and H200, three length pairs, 2 to 32 queries a
+second (60 points; its INF rows are offline runs and left out), served through Triton's
+TensorRT-LLM backend. Its mean TTFT and mean inter-token latency are simulated under
+Poisson arrivals of 500 requests and read as means. The profile's first-token cost is
+trtllm-serve's; Triton's is not in the corpus, so the low-load TTFTs carry that difference.
+No corpus row is an open-loop TensorRT-LLM run.
 """
 
 from __future__ import annotations
@@ -73,6 +84,31 @@ BEYOND = {
 # model, accelerator, TP) and (input, output); the requests per length pair are the doc's own
 # (1,000/1,000 takes 1,024/1,024's). No corpus row comes from it: a held-out check of a later
 # engine version than any the profile was fitted to.
+SERVING_TEMPLATE = "U01"  # TensorRT-LLM 0.15's table: its TensorRT engines, scheduler and graphs
+SERVING_GROUP = "TensorRT-LLM 0.15 docs"  # its page, left out for the held-out column
+# (model, accelerator, TP, input, output): (queries a second, mean TTFT ms, mean ITL ms)
+SERVING = {
+    ("llama-3.1-70b", "h100-sxm", 4, 467, 256):
+        ((2, 62, 21), (4, 68, 24), (8, 92, 32), (16, 175, 66), (32, 1229, 86)),
+    ("llama-3.1-70b", "h100-sxm", 4, 467, 16):
+        ((2, 53, 18), (4, 58, 20), (8, 71, 24), (16, 109, 38), (32, 1197, 482)),
+    ("llama-3.1-70b", "h100-sxm", 4, 202, 214):
+        ((2, 48, 20), (4, 51, 22), (8, 57, 25), (16, 74, 32), (32, 116, 42)),
+    ("llama-3.1-8b", "h100-sxm", 1, 467, 256):
+        ((2, 23, 8), (4, 24, 9), (8, 26, 9), (16, 30, 11), (32, 50, 19)),
+    ("llama-3.1-8b", "h100-sxm", 1, 467, 16): ((2, 19, 7), (4, 20, 7), (8, 22, 7), (16, 24, 8), (32, 29, 10)),
+    ("llama-3.1-8b", "h100-sxm", 1, 202, 214):
+        ((2, 19, 7), (4, 20, 8), (8, 21, 9), (16, 23, 10), (32, 27, 11)),
+    ("llama-3.1-70b", "h200", 4, 467, 256):
+        ((2, 58, 18), (4, 63, 20), (8, 84, 27), (16, 165, 60), (32, 1279, 83)),
+    ("llama-3.1-70b", "h200", 4, 467, 16):
+        ((2, 50, 15), (4, 55, 16), (8, 67, 20), (16, 103, 33), (32, 1259, 485)),
+    ("llama-3.1-70b", "h200", 4, 202, 214):
+        ((2, 43, 17), (4, 46, 18), (8, 51, 21), (16, 67, 28), (32, 112, 39)),
+    ("llama-3.1-8b", "h200", 1, 467, 256): ((2, 21, 6), (4, 23, 7), (8, 24, 7), (16, 27, 9), (32, 44, 16)),
+    ("llama-3.1-8b", "h200", 1, 467, 16): ((2, 18, 5), (4, 19, 6), (8, 20, 6), (16, 22, 7), (32, 27, 9)),
+    ("llama-3.1-8b", "h200", 1, 202, 214): ((2, 17, 6), (4, 18, 6), (8, 19, 7), (16, 20, 8), (32, 24, 9)),
+}  # fmt: skip
 NEWER_GROUP_LEFT_OUT = BEYOND_GROUP  # the same engine's nearest source, left out for the held-out column
 NEWER_REQUESTS = {(1000, 1000): 3000, (1024, 1024): 3000, (1024, 8192): 1500, (8192, 1024): 1500,
                   (32768, 1024): 1000}  # fmt: skip
@@ -99,8 +135,16 @@ def main() -> None:
     ap.add_argument("--checks", action="store_true", help="the sources kept as checks, never fitted")
     ap.add_argument("--beyond", action="store_true", help="the cells of a corpus table the corpus lacks")
     ap.add_argument("--newer", action="store_true", help="a newer TensorRT-LLM table, not in the corpus")
+    ap.add_argument("--serving", action="store_true", help="TensorRT-LLM 0.14's serving table (open loop)")
     ap.add_argument("--json", action="store_true", help="every row or cell and the summary, as strict JSON")
     args = ap.parse_args()
+    if args.serving:
+        points = serving()
+        if args.json:
+            emit({"points": points, "summary": serving_summary(points)})
+        else:
+            print_serving(points)
+        return
     if args.beyond or args.newer:
         cells = beyond() if args.beyond else newer()
         if args.json:
@@ -248,6 +292,73 @@ def newer() -> list[dict[str, Any]]:
         for (template, model, gpu, tp), table in NEWER.items()
         for (i, o), per_gpu in table.items()
     ]
+
+
+def serving() -> list[dict[str, Any]]:
+    """TensorRT-LLM 0.14's serving table, each point's mean TTFT and mean inter-token latency
+    simulated (Poisson arrivals at its rate, 500 requests) with the fitted profile and with
+    the one fitted without the page's source."""
+    from dataclasses import replace
+
+    template = next(r for r in corpus.rows() if r.id == SERVING_TEMPLATE)
+    fitted = builtin_engines()[template.engine]
+    fold = report.fold_profile(fitted, report.folds()[template.engine][SERVING_GROUP])
+    points = []
+    for (model, gpu, tp, i, o), table in SERVING.items():
+        for qps, ttft_ms, itl_ms in table:
+            row = replace(template, id="point", kind="ttft_rate", model=model, gpu=gpu, tp=tp,
+                          weights="bf16", maths="bf16", kv="bf16", input=i, output=o, rate=float(qps),
+                          requests=500, http=True, measured=float(ttft_ms), unit="ms")  # fmt: skip
+            point: dict[str, Any] = {"model": model, "gpu": gpu, "tp": tp, "input": i, "output": o,
+                                     "qps": qps, "ttft_ms": ttft_ms, "itl_ms": itl_ms}  # fmt: skip
+            for key, profile in (("", fitted), ("held_out_", fold)):
+                d = corpus.deployment(row, profile)
+                s = corpus._simulate(row, d)
+                point[f"{key}predicted_engine_ms"] = s["ttft_mean"] * 1e3  # without the server's cost
+                point[f"{key}predicted_ttft_ms"] = (s["ttft_mean"] + corpus.first_token_s(row, d)) * 1e3
+                point[f"{key}predicted_itl_ms"] = s["tpot_mean"] * 1e3
+            point["engine_error"] = point["predicted_engine_ms"] / ttft_ms - 1
+            point["held_out_engine_error"] = point["held_out_predicted_engine_ms"] / ttft_ms - 1
+            for key in ("ttft", "itl"):
+                measured = point[f"{key}_ms"]
+                point[f"{key}_error"] = point[f"predicted_{key}_ms"] / measured - 1
+                point[f"held_out_{key}_error"] = point[f"held_out_predicted_{key}_ms"] / measured - 1
+            points.append(point)
+    return points
+
+
+def serving_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median |error| and median signed error of each quantity, fitted and held out: in all,
+    and below the table's capacity (2 to 16 queries a second)."""
+
+    def medians(ps: list[dict[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {"n": len(ps)}
+        for key in ("ttft", "engine", "itl"):
+            for pre in ("", "held_out_"):
+                errors = [p[f"{pre}{key}_error"] for p in ps]
+                out[f"{pre}{key}_median"] = report.median_abs(errors)
+                out[f"{pre}{key}_signed_median"] = statistics.median(errors)
+        return out
+
+    return {"all": medians(points), "below_32": medians([p for p in points if p["qps"] < 32])}
+
+
+def print_serving(points: list[dict[str, Any]]) -> None:
+    print(f"{'model':14} {'gpu':9} {'tp':>2} {'in/out':>8} {'qps':>3} {'TTFT ms':>8} {'predicted':>9} "
+          f"{'error':>7} {'ITL ms':>7} {'predicted':>9} {'error':>7}")  # fmt: skip
+    for p in points:
+        lengths = f"{p['input']}/{p['output']}"
+        print(f"{p['model']:14} {p['gpu']:9} {p['tp']:2} {lengths:>8} {p['qps']:3} {p['ttft_ms']:8.0f} "
+              f"{p['predicted_ttft_ms']:9.1f} {p['ttft_error']:+7.1%} {p['itl_ms']:7.0f} "
+              f"{p['predicted_itl_ms']:9.1f} {p['itl_error']:+7.1%}")  # fmt: skip
+    s = serving_summary(points)
+    for name, m in (("all", s["all"]), ("2 to 16 queries a second", s["below_32"])):
+        print(f"\n{name}: {m['n']} points")
+        labels = (("ttft", "mean TTFT"), ("engine", "mean TTFT, no server cost"), ("itl", "mean ITL"))
+        for key, label in labels:
+            fit, held = m[key + "_median"], m["held_out_" + key + "_median"]
+            print(f"  {label}: median |error| {fit:.1%} fitted ({m[key + '_signed_median']:+.1%} signed), "
+                  f"{held:.1%} held out ({m['held_out_' + key + '_signed_median']:+.1%})")  # fmt: skip
 
 
 def _blocks(cells: list[dict[str, Any]]) -> dict[tuple[str, str, int], list[dict[str, Any]]]:

@@ -438,3 +438,30 @@ def test_the_newer_tables_cells_as_json() -> None:
     assert len(cells) == data["summary"]["all"]["n"] == 27
     assert all(c["error"] == pytest.approx(c["predicted"] / c["measured"] - 1) for c in cells)
     assert data["summary"]["all"]["median"] == statistics.median(abs(c["error"]) for c in cells)
+
+
+SERVING_ITL_MEDIAN = 0.12  # TensorRT-LLM 0.14's serving table: mean ITL (measured 9.7%)
+SERVING_ENGINE_TTFT_MEDIAN = 0.20  # mean TTFT without a server's first-token cost (measured 15.8%)
+
+
+def test_the_serving_tables_points_as_json() -> None:
+    """`--serving --json`: TensorRT-LLM 0.14's 60 open-loop points (Triton, 2 to 32 queries a
+    second), each error from its own values. Its mean inter-token latency stays near the
+    table's; its mean TTFT is read without a server's first-token cost too, since the corpus
+    holds no Triton front end (trtllm-serve's cost reads them about 48% long)."""
+    import subprocess
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
+    proc = subprocess.run([sys.executable, str(path), "--serving", "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+    points, every = data["points"], data["summary"]["all"]
+    assert len(points) == every["n"] == 60 and {p["qps"] for p in points} == {2, 4, 8, 16, 32}
+    for p in points:
+        assert p["itl_error"] == pytest.approx(p["predicted_itl_ms"] / p["itl_ms"] - 1)
+        assert p["engine_error"] == pytest.approx(p["predicted_engine_ms"] / p["ttft_ms"] - 1)
+        assert p["predicted_engine_ms"] < p["predicted_ttft_ms"]  # the server's cost is on top
+    assert every["itl_median"] == statistics.median(abs(p["itl_error"]) for p in points)
+    assert every["itl_median"] <= SERVING_ITL_MEDIAN
+    assert every["engine_median"] <= SERVING_ENGINE_TTFT_MEDIAN
