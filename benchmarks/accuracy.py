@@ -313,16 +313,13 @@ def serving() -> list[dict[str, Any]]:
                                      "qps": qps, "ttft_ms": ttft_ms, "itl_ms": itl_ms}  # fmt: skip
             for key, profile in (("", fitted), ("held_out_", fold)):
                 d = corpus.deployment(row, profile)
-                s = corpus._simulate(row, d)
+                s = corpus.simulated(row, d)
                 point[f"{key}predicted_engine_ms"] = s["ttft_mean"] * 1e3  # without the server's cost
                 point[f"{key}predicted_ttft_ms"] = (s["ttft_mean"] + corpus.first_token_s(row, d)) * 1e3
                 point[f"{key}predicted_itl_ms"] = s["tpot_mean"] * 1e3
-            point["engine_error"] = point["predicted_engine_ms"] / ttft_ms - 1
-            point["held_out_engine_error"] = point["held_out_predicted_engine_ms"] / ttft_ms - 1
-            for key in ("ttft", "itl"):
-                measured = point[f"{key}_ms"]
-                point[f"{key}_error"] = point[f"predicted_{key}_ms"] / measured - 1
-                point[f"held_out_{key}_error"] = point[f"held_out_predicted_{key}_ms"] / measured - 1
+            for key, measured in (("engine", ttft_ms), ("ttft", ttft_ms), ("itl", itl_ms)):
+                for pre in ("", "held_out_"):
+                    point[f"{pre}{key}_error"] = point[f"{pre}predicted_{key}_ms"] / measured - 1
             points.append(point)
     return points
 

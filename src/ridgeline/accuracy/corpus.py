@@ -229,7 +229,7 @@ def predict(row: Row, profile: EngineProfile | None, d: Deployment | None = None
         if k == "gen_speed":
             return row.output / e2e
         return b * row.output / e2e / (row.tp if row.per_gpu else 1)
-    summary = _simulate(row, d)
+    summary = simulated(row, d)
     if k in ("tpot", "tpot_rate"):
         return _unit(summary["tpot_p50"], row.unit)
     if k in ("ttft_load", "ttft_rate"):
@@ -249,7 +249,10 @@ def _unit(seconds: float, unit: str) -> float:
     return seconds * 1e3 if unit == "ms" else seconds
 
 
-def _simulate(row: Row, d: Deployment) -> dict[str, Any]:
+def simulated(row: Row, d: Deployment) -> dict[str, Any]:
+    """The row's workload run through the simulator on `d`, summarised: TTFT's and TPOT's
+    median and mean, E2E's median, the makespan and the tokens (TTFT and E2E without the
+    profile's first-token cost, which predict adds back for a row over HTTP)."""
     from ridgeline.simulate import Workload, simulate
     from ridgeline.simulate.run import engine_config
 
