@@ -92,6 +92,11 @@ def fixed(prior: EngineProfile) -> dict[str, str]:
             f"fixed {prior.repacked_experts:.4g}: gpt-oss-120b's resident bytes in a load log against "
             "its checkpoint's (priors.toml)"
         )
+    if prior.host_sequence_s:
+        out["host_sequence_s"] = (
+            f"fixed {prior.host_sequence_s:.4g}: a step's host work a sequence, TensorRT-LLM pull request "
+            "10273's host_step_time on a GB200 over its host_overhead (priors.toml)"
+        )
     return out
 
 

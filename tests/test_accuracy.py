@@ -20,12 +20,12 @@ from ridgeline import ledger
 from ridgeline.accuracy import corpus, fit, report
 from ridgeline.engines import builtin_engines
 
-HELD_OUT_MEDIAN = 0.09  # leave-one-source-out median |error| over the corpus (measured 8.34%)
-IN_SAMPLE_MEDIAN = 0.075  # the fitted profiles on their own rows (measured 6.97%)
-BAND_COVERAGE = (0.70, 0.90)  # the share of held-out rows inside their band (measured 85.4%)
+HELD_OUT_MEDIAN = 0.09  # leave-one-source-out median |error| over the corpus (measured 8.22%)
+IN_SAMPLE_MEDIAN = 0.075  # the fitted profiles on their own rows (measured 6.70%)
+BAND_COVERAGE = (0.70, 0.90)  # the share of held-out rows inside their band (measured 84.5%)
 UNSEEN_COVERAGE = (0.65, 0.90)  # of the check sources' rows, in bands rebuilt without each (measured 71.6%)
 # Of every source's rows, corpus and checks, in bands rebuilt without that source: what the
-# band's percentiles are calibrated to (fit.BAND_PERCENTILES; measured 79.7%).
+# band's percentiles are calibrated to (fit.BAND_PERCENTILES; measured 80.0%).
 SOURCE_COVERAGE = (0.75, 0.85)
 # The corpus's first 100 rows, before SGLang's open-loop runs (K04-K29, M01-M10), two
 # NVFP4 prefill-heavy cells (D31, D32), GPUStack's gpt-oss-120b runs (N01-N15), the Qwen3-8B
@@ -39,7 +39,8 @@ SOURCE_COVERAGE = (0.75, 0.85)
 # Blackwell's rate, and with SGLang's 405B runs (K18-K29); 10.0% once TensorRT-LLM's all-reduce
 # bandwidth was fitted to its 0.13 table; 9.8% with 0.15's table beside it, 8.8% with 0.17's;
 # 9.6% once SGLang and TensorRT-LLM overlapped their scheduling, which moved SGLang's GPUStack
-# rows, F13 from -0.5% to -15% and F14 from +3% to +11%: see the README's accuracy notes)
+# rows, F13 from -0.5% to -15% and F14 from +3% to +11%; 9.3% once a step waited on the host's
+# work where that is the longer, GB200's Grace: see the README's accuracy notes)
 LATER = (
     {f"K{i:02d}" for i in range(4, 30)}
     | {f"M{i:02d}" for i in range(1, 11)}
@@ -50,7 +51,7 @@ LATER = (
     | {f"U{i:02d}" for i in range(1, 31)}
     | {f"V{i:02d}" for i in range(1, 25)}
 )
-FIRST_100_HELD_OUT_MEDIAN = 0.10  # the target itself (measured 9.59%)
+FIRST_100_HELD_OUT_MEDIAN = 0.10  # the target itself (measured 9.27%)
 CHECKS_MEDIAN = 0.23  # the sources kept as checks, which no profile was fitted to (measured 22.2%)
 
 
@@ -74,10 +75,10 @@ def test_held_out_error_stays_where_it_was_measured(checked: list[report.Checked
 
 
 def test_few_rows_are_far_off(checked: list[report.Checked]) -> None:
-    """The issue's target is none more than 40% off: held out, 6 rows still are (D30, F15,
-    K11, N07, N14, F16; 13 before SGLang's and TensorRT-LLM's overlapped scheduling), and
-    in-sample one (F15: 3 before)."""
-    assert sum(abs(c.held_out_error) > 0.4 for c in checked) <= 6
+    """The issue's target is none more than 40% off: held out, 5 rows still are (F15, K11,
+    N07, N14, F16; 6 with D30 before a step waited on GB200's host, 13 before SGLang's and
+    TensorRT-LLM's overlapped scheduling), and in-sample one (F15: 3 before)."""
+    assert sum(abs(c.held_out_error) > 0.4 for c in checked) <= 5
     assert sum(abs(c.error) > 0.4 for c in checked) <= 1
 
 

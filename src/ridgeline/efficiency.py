@@ -50,6 +50,7 @@ class Rates:
     link_bytes_per_s: float = 0.0
     expert_flops_per_s: Any = None  # a MoE's routed experts' matmuls; None: the linear rate
     apart: bool = False  # the matmuls and attention as kernels apart, each on its own roofline
+    host_s: Any = 0.0  # the host's work for the pass, overlapped with the GPU's: the least it takes
 
 
 def flat_rates(

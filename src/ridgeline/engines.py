@@ -52,6 +52,12 @@ and falls short of the roofline for reasons each of which has a physical term he
                        (the engine replays it as a captured CUDA graph: its kernels run
                        without a launch each), else 1 (a prefill or mixed step launches
                        kernel by kernel)
+    step             >= host_sequence_s x sequences sampled x the accelerator's host_overhead
+                       (the host's own work a step: scheduling, preparing the inputs, sampling's
+                       bookkeeping, in the engine's Python; an engine that plans the next step
+                       while this one runs, scheduler.overlap, hides it behind the GPU's work
+                       until it is the longer, as on GB200's slower Grace host; without overlap
+                       it adds to the step)
     a collective     = latency[link] + bytes / (link bandwidth x link_efficiency)
     first token      = + first_token_s                                (HTTP, tokenization, queueing)
                        (behind another front end than the engine's own server, NIM's:
@@ -192,6 +198,7 @@ class Reach:
     link_bytes_per_s: float
     graph_overhead_s: float  # step_overhead_s of a decode step replayed as a CUDA graph
     half_m_tokens: float  # the profile's half_m_tokens scaled by the accelerator's tile
+    host_sequence_s: float = 0.0  # the host's work a sequence a step, on this accelerator's host
 
 
 @dataclass(frozen=True)
@@ -220,6 +227,7 @@ class EngineProfile:
     request_s: float = 0.0  # the server's serial work per request (parse, route, respond)
     prompt_token_s: float = 0.0  # per prompt token (template, tokenise)
     stream_token_s: float = 0.0  # and per streamed token (detokenise, format, send)
+    host_sequence_s: float = 0.0  # the host's work a step per sequence on an x86 server (0: none stated)
     front_end_s: dict[str, float] = field(default_factory=dict)  # first_token_s behind another front end
     sinks: float = 1.0  # attention with sinks against attention without (its kernels), before Hopper
     dequant_async: float = 1.0  # and a weight-only matmul's on a part that needs asynchronous MMA
@@ -339,11 +347,14 @@ class EngineProfile:
             link_bytes_per_s=d.hw.interconnect_bytes_per_s * self.link_efficiency,
             graph_overhead_s=self.step_overhead_s(layers, d.par.tp, graphed=True),
             half_m_tokens=self.half_m_tokens * d.hw.mma_rows / REFERENCE_MMA_ROWS,
+            host_sequence_s=self.host_sequence_s * d.hw.host_overhead,
         )
 
     def rates(self, d: Deployed, tokens: Num, sequences: Num = 1) -> Rates:
         """What a pass of `tokens` new tokens over `sequences` sequences reaches on `d`."""
         r = d.engine_reach if d.engine is self else self.reach(d)
+        host = r.host_sequence_s * sequences  # the host's work this step
+        overlapped = self.scheduler.overlap
         gemm = small_m_rate(r.gemm_flops_per_s, tokens, r.half_m_tokens)
         a = d.arch  # a routed expert's matmul sees only the tokens routed to it
         experts = (
@@ -356,11 +367,14 @@ class EngineProfile:
             attention_flops_per_s=r.attention_flops_per_s,
             weight_bytes_per_s=r.weight_bytes_per_s,
             kv_bytes_per_s=r.kv_bytes_per_s,
-            overhead_s=self._launches_s(r, tokens, sequences) + self.per_sequence_s * sequences,
+            overhead_s=self._launches_s(r, tokens, sequences)
+            + self.per_sequence_s * sequences
+            + (0.0 if overlapped else host),
             collective_latency_s=r.collective_latency_s,
             link_bytes_per_s=r.link_bytes_per_s,
             expert_flops_per_s=experts,
             apart=True,
+            host_s=host if overlapped else 0.0,
         )
 
     def _launches_s(self, r: Reach, tokens: Num, sequences: Num) -> Num:
@@ -578,6 +592,7 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         fixed_s=_num(w, "overhead.fixed_s", overhead.get("fixed_s", 0.0), _SECONDS),
         per_layer_s=_num(w, "overhead.per_layer_s", overhead.get("per_layer_s", 0.0), _SECONDS),
         per_sequence_s=_num(w, "overhead.per_sequence_s", overhead.get("per_sequence_s", 0.0), _SECONDS),
+        host_sequence_s=_num(w, "overhead.host_sequence_s", overhead.get("host_sequence_s", 0.0), _SECONDS),
         tp_scale=_num(w, "overhead.tp_scale", overhead.get("tp_scale", 0.0), (0.0, 10.0)),
         first_token_s=_num(w, "overhead.first_token_s", overhead.get("first_token_s", 0.0), _SECONDS),
         request_s=_num(w, "overhead.request_s", overhead.get("request_s", 0.0), _SECONDS),
@@ -691,6 +706,7 @@ def profile_to_toml(p: EngineProfile) -> str:
                 "prompt_token_s": p.prompt_token_s,
                 "stream_token_s": p.stream_token_s,
                 **({"front_end_s": p.front_end_s} if p.front_end_s else {}),
+                **({"host_sequence_s": p.host_sequence_s} if p.host_sequence_s else {}),
                 **({"graph": p.graph, "graph_max_seqs": p.graph_max_seqs} if p.graph_max_seqs else {}),
                 **({"moe_layer": p.moe_layer} if p.moe_layer != 1.0 else {}),
             }

@@ -47,6 +47,12 @@ def explain(
         f"{weights / 1e9:,.2f} GB of weights and {kv / 1e9:,.2f} GB of KV cache per GPU, "
         f"so TPOT is {t.tpot_s * 1e3:,.2f} ms and decode is {t.decode_share:.0%} of the request."
     )
+    if d.host_bound:
+        lines.append(
+            f"At batch {batch} the engine's host work ({float(d.host_s) * 1e3:,.2f} ms a step on "
+            f"{gpu}'s host) outlasts the GPU's ({float(d.gpu_s) * 1e3:,.2f} ms): the step waits on "
+            "the CPU, so the GPU idles and a faster host, not a faster GPU, would shorten TPOT."
+        )
     lines.append(_advice(m, t, mem, prompt, batch, weights, kv))
     if m.par.pp > 1:
         lines.append(

@@ -65,6 +65,11 @@ class Accelerator:
     # (data/gpus.toml cites the measurements); an engine profile's matmul and attention
     # efficiencies are shares of that. A part that states none reaches its stated peaks.
     matmul_share: dict[str, float] = field(default_factory=dict)
+    # How much longer its host CPU takes over the same serving-engine Python and launch work
+    # than the x86 server the engine profiles' host costs are stated for: 1 unless stated
+    # (GB200's Grace runs PyTorch's host path about 2.75 times slower). An engine profile's
+    # host work a step (EngineProfile.host_sequence_s) scales with it.
+    host_overhead: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -140,6 +145,9 @@ def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
             ),
             matmul_share=_shares(name, entry.get("matmul_share", {}), where),
             async_mma=check_flag(f"{name} async_mma in {where}", entry.get("async_mma", False)),
+            host_overhead=check_number(
+                f"{name} host_overhead in {where}", entry.get("host_overhead", 1.0), lo=0.1, hi=100.0
+            ),
         )
     except KeyError as exc:
         raise RidgelineError(

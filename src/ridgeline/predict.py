@@ -46,6 +46,8 @@ class Phase:
     weight_s: float
     kv_s: float
     overhead_s: float
+    host_s: float  # the host's work, hidden behind the GPU's unless it is the longer (time_s: the max)
+    host_bound: bool
     weight_bytes_per_gpu: float
     kv_bytes_per_gpu: float
     attention_flops: float
@@ -66,6 +68,8 @@ class Phase:
             weight_s=float(step.weight_s),
             kv_s=float(step.kv_s),
             overhead_s=float(step.overhead_s),
+            host_s=float(step.host_s),
+            host_bound=bool(step.host_bound),
             weight_bytes_per_gpu=float(step.weight_bytes_per_gpu),
             kv_bytes_per_gpu=float(step.kv_bytes_per_gpu),
             attention_flops=attention_flops,

@@ -59,7 +59,9 @@ def decode_time_s(m: Deployment, prompt: int, output: int, batch: int = 1) -> fl
     and in closed form. Between the edges of the sliding windows, every roofline a step
     takes the maximum of (the pass, or each operator) has compute and memory terms affine in
     the context, so each roofline's sum is two arithmetic series split where its two lines
-    cross (`DecodeLines` holds the lines)."""
+    cross (`DecodeLines` holds the lines). Where the engine's host work outlasts the first
+    steps (EngineProfile.host_sequence_s), those take the host's time, up to the first step
+    whose lines climb past it."""
     return sum(_segment_s(m, c0, n, batch) for c0, n in decode_segments(m, prompt, output))
 
 
@@ -68,10 +70,24 @@ def _segment_s(m: Deployment, c0: int, n: int, batch: int) -> float:
     if n == 1:  # one step: its own price
         return float(decode_step(m, c0, batch).time_s)
     run = decode_lines(m, c0, batch)
-    total = n * run.fixed_s
-    for c, dc, b, db in run.lines:
-        total += sum_of_max_lines(c + dc * (c0 - run.start), dc, b + db * (c0 - run.start), db, n)
-    return total
+    shift = c0 - run.start
+
+    def lines_s(k: int) -> float:  # the first k steps on the lines
+        total = k * run.fixed_s
+        for c, dc, b, db in run.lines:
+            total += sum_of_max_lines(c + dc * shift, dc, b + db * shift, db, k)
+        return total
+
+    host = run.host_s
+    if host <= 0.0 or run.step_s(shift) >= host:  # the steps only climb: never on the floor
+        return lines_s(n)
+    if run.step_s(shift + n - 1) < host:  # every step waits on the host
+        return host * n
+    lo, hi = 0, n - 1  # step lo is on the floor, step hi above it: the first above, by halves
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if run.step_s(shift + mid) >= host else (mid, hi)
+    return host * hi + lines_s(n) - lines_s(hi)
 
 
 @dataclass(frozen=True)
@@ -84,6 +100,11 @@ class DecodeLines:
     start: int
     lines: tuple[tuple[float, float, float, float], ...]
     fixed_s: float
+    host_s: float = 0.0  # the host's work a step for the batch, a floor under the step (0: none)
+
+    def step_s(self, beyond: int) -> float:
+        """The step `beyond` contexts past the run's start, on its lines alone."""
+        return self.fixed_s + sum(max(c + dc * beyond, b + db * beyond) for c, dc, b, db in self.lines)
 
 
 RUN_SPAN = 4096  # contexts between the two steps an unbounded run's lines are read from
@@ -109,7 +130,7 @@ def decode_lines(m: Deployment, context: int, batch: int = 1) -> DecodeLines:
             (c1, (c2 - c1) / span, b1, (b2 - b1) / span)
             for (c1, b1), (c2, b2) in zip(_lines(m, lo, batch, first), there, strict=True)
         )
-        run = DecodeLines(lo, lines, float(first.comm_s) + first.overhead_s)
+        run = DecodeLines(lo, lines, float(first.comm_s) + first.overhead_s, float(first.host_s))
         if len(kept) >= KEPT_RUNS:
             kept.clear()
         kept[key] = run

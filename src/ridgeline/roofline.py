@@ -45,15 +45,28 @@ class StepTime:
     ops_s: Num | None = None  # per-op method: the sum of each operator's own roofline time
     attention_flops: Num = 0.0  # the part of `flops` that is attention (scores and values)
     attention_s: Num = 0.0  # the part of `compute_s` that is attention, when timed apart
+    host_s: Num = 0.0  # the host's work, overlapped with the GPU's: the pass takes at least this
 
     @property
     def memory_s(self) -> Num:
         return self.weight_s + self.kv_s + self.other_s
 
     @property
-    def time_s(self) -> Num:
+    def gpu_s(self) -> Num:
+        """The GPU's time: its roofline (or the operators' sum), communication and overhead."""
         roof = maximum(self.compute_s, self.memory_s) if self.ops_s is None else self.ops_s
         return roof + self.comm_s + self.overhead_s
+
+    @property
+    def time_s(self) -> Num:
+        """The GPU's time, or the host's where the host is the slower (an engine's overlap)."""
+        gpu, host = self.gpu_s, self.host_s
+        return gpu if isinstance(host, (int, float)) and host <= 0 else maximum(gpu, host)
+
+    @property
+    def host_bound(self) -> Num:
+        """Whether the host's work, not the GPU's, sets the pass's time."""
+        return self.host_s > self.gpu_s
 
     @property
     def intensity(self) -> Num:
@@ -110,6 +123,7 @@ def time_work(work: Work, m: Deployment, rates: Rates | None = None) -> StepTime
         weight_bytes_per_gpu=share.weight_bytes,
         kv_bytes_per_gpu=share.kv_bytes,
         attention_flops=work.attention_flops,
+        host_s=r.host_s,
     )
 
 

@@ -228,6 +228,7 @@ class Engine:
         self.fast = model.global_only and model.exact  # the affine step model, scalars
         # the step model's memo and slopes, read on every step of the fast path
         self.by_tokens = model.by_tokens
+        self.host_per_seq = model.host_per_seq
         self.pair_s0 = model.pair_s[0]
         self.cached_s0 = model.cached_s[0]
         # each window group's young decoders (none for a global group)
@@ -428,6 +429,8 @@ class Engine:
                     compute += more_c
                     f0 += more_f
                 dt = (compute if compute > memory else memory) + f0
+                if self.host_per_seq and self.host_per_seq * sampled > dt:  # the host's work, the floor
+                    dt = self.host_per_seq * sampled
             else:
                 dt = model.time_s(tokens, [pairs], [cached], sampled)
             self.record(dt, 1, tokens, pairs, cached)
@@ -532,7 +535,10 @@ class Engine:
             grow_c = self.pair_s0 * (n * attended_pairs(1, mean + 1, 0) - pairs)
             grow_m = self.cached_s0 * (n * cached_tokens(mean + 1, 0) - cached)
             k_age = math.inf
+        host = self.host_per_seq * n  # the host's work a step: the run's floor
         dt = (compute if compute > memory else memory) + f0  # step 0
+        if host > dt:
+            dt = host
         r = self.reqs
         ends = self.ends
         state, last_step = r.state, r.last_step
@@ -556,7 +562,7 @@ class Engine:
             if k > 1 and self.waiting and self.quiet_steps is not None:
                 k = self.quiet_steps(self, k)  # the policy may admit the queue's head sooner
         if k > 1:
-            run = DecodeRun(compute, grow_c, memory, grow_m, f0)  # the run's two lines
+            run = DecodeRun(compute, grow_c, memory, grow_m, f0, host)  # the run's two lines, its floor
             if delta < math.inf:
                 k, elapsed = run.steps_and_elapsed(delta, k)
             else:

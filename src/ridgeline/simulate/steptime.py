@@ -69,6 +69,9 @@ class StepModel:
         # samples: the T-only part samples every token, a prefill chunk one at most.
         self.by_sampled: dict[int, tuple[float, float, float]] = {}
         self.per_sampled = any(self.sampled_at(1))
+        # the host's work a sampled sequence, which an engine overlapping it with the GPU's
+        # hides until it is the longer (engines.EngineProfile.host_sequence_s): a floor
+        self.host_per_seq = float(self.core(1, zeros, zeros, PROBE).host_s) / PROBE
         # The affine reading holds for the lesson's one roofline a pass; the per-op method's
         # sum of maxima has no such form, so every step goes to the core.
         self.exact = m.method == "lesson" and self._reproduces_core()
@@ -157,6 +160,10 @@ class StepModel:
             m0 += b * c
         return c0, m0, f0
 
+    def host_s(self, sampled: float) -> float:
+        """The host's work for a step that samples `sampled` sequences: the least it takes."""
+        return self.host_per_seq * sampled
+
     def time_s(
         self, tokens: int, pairs: list[float], cached: list[float], sampled: float | None = None
     ) -> float:
@@ -172,7 +179,11 @@ class StepModel:
             more_c, more_f = self.sampling(tokens, sampled)
             c += more_c
             f0 += more_f
-        return (c if c > mem else mem) + f0
+        gpu = (c if c > mem else mem) + f0
+        if self.host_per_seq:  # the host's work is the floor
+            host = self.host_per_seq * (tokens if sampled is None else sampled)
+            return host if host > gpu else gpu
+        return gpu
 
     def _reproduces_core(self) -> bool:
         """The affine reading against a direct core call at an arbitrary mixed step: its two
@@ -191,7 +202,7 @@ class StepModel:
             lines = (float(direct.attention_s), float(direct.kv_s))
         else:
             lines = (float(direct.compute_s), float(direct.memory_s))
-        got = (c, mem, max(c, mem) + f0 + more_f)
+        got = (c, mem, max(max(c, mem) + f0 + more_f, self.host_s(sampled)))
         want = (*lines, float(direct.time_s))
         return all(math.isclose(x, y, rel_tol=1e-12, abs_tol=0.0) for x, y in zip(got, want, strict=True))
 
@@ -219,16 +230,28 @@ def _columns(n: int, *values: Any) -> list[list[float]]:
 class DecodeRun:
     """A run of identical decode-only steps j = 0, 1, ...: each roofline term grows linearly
     with the context, so step_j = max(ac + bc*j, am + bm*j) + fixed, a convex broken line
-    whose sum has a closed form on each side of the crossing."""
+    whose sum has a closed form on each side of the crossing. The host's work a step (`host`,
+    the same every step of the run: its sequences do not change) is a floor: a step takes
+    max(that, host), so the run's first `floored` steps take `host` each, until the lines
+    rise past it."""
 
-    __slots__ = ("a0", "ac", "am", "b0", "bc", "bm", "crossing", "fixed")
+    __slots__ = ("a0", "ac", "am", "b0", "bc", "bm", "crossing", "fixed", "floored", "host")
 
-    def __init__(self, ac: float, bc: float, am: float, bm: float, fixed: float) -> None:
+    def __init__(self, ac: float, bc: float, am: float, bm: float, fixed: float, host: float = 0.0) -> None:
         self.ac, self.bc, self.am, self.bm, self.fixed = ac, bc, am, bm, fixed
         # j where the compute and memory lines meet (inf when parallel)
         self.crossing = math.inf if bc == bm else (am - ac) / (bc - bm)
         # the larger term at step 0, which every sum starts on: line(0), written out
         self.a0, self.b0 = (ac, bc) if ac + bc * 0 >= am + bm * 0 else (am, bm)
+        self.host = host
+        self.floored = self._floored(host - fixed)
+
+    def _floored(self, floor: float) -> float:
+        """The steps at the floor: the least j at which the larger line reaches it."""
+        if floor <= max(self.ac, self.am):
+            return 0
+        reach = [(floor - a) / b for a, b in ((self.ac, self.bc), (self.am, self.bm)) if b > 0]
+        return math.ceil(min(reach)) if reach else math.inf
 
     def line(self, j: float) -> tuple[float, float]:
         """The line (intercept, slope) that is the larger term at step j."""
@@ -237,7 +260,7 @@ class DecodeRun:
         return self.am, self.bm
 
     def step_s(self, j: int) -> float:
-        return max(self.ac + self.bc * j, self.am + self.bm * j) + self.fixed
+        return max(max(self.ac + self.bc * j, self.am + self.bm * j) + self.fixed, self.host)
 
     def split(self, k: int) -> int:
         """Steps before the crossing, within 0 .. k."""
@@ -245,7 +268,14 @@ class DecodeRun:
         return 0 if x <= 0 else k if x >= k else math.ceil(x)
 
     def elapsed_s(self, k: int) -> float:
-        """Sum of steps 0 .. k-1: sum of a + b j on each side of the crossing."""
+        """Sum of steps 0 .. k-1: `host` for each step at the floor, then the lines."""
+        if not self.floored:
+            return self._lines_s(k)
+        u = k if k < self.floored else int(self.floored)
+        return self.host * u + (self._lines_s(k) - self._lines_s(u) if u < k else 0.0)
+
+    def _lines_s(self, k: int) -> float:
+        """Sum of steps 0 .. k-1 on the lines alone: sum of a + b j on each side of the crossing."""
         x = self.crossing  # split(k) and line(k - 1) written out: the engine sums a run or two a step
         split = 0 if x <= 0 else k if x >= k else math.ceil(x)
         a, b = self.a0, self.b0
@@ -267,9 +297,17 @@ class DecodeRun:
     def steps_and_elapsed(self, delta_s: float, k_max: int) -> tuple[int, float]:
         """steps_before(delta_s, k_max), and the elapsed_s of that many steps (which the
         search for it has already summed)."""
+        if self.floored:
+            u = k_max if k_max < self.floored else int(self.floored)
+            if delta_s <= self.host * u:  # it starts while the steps are at the floor
+                k = min(max(math.ceil(delta_s / self.host), 1), k_max)
+                return self._settle(k, k_max, delta_s)
+        j0, rest, (a, b) = 0, delta_s, (self.a0, self.b0)
+        if self.floored:  # past the floor: on the lines from there
+            j0 = int(min(self.floored, k_max))
+            rest, (a, b) = delta_s - self.elapsed_s(j0), self.line(j0)
         split = self.split(k_max)
-        j0, rest, a, b = 0, delta_s, self.a0, self.b0
-        if 0 < split < k_max:
+        if j0 < split < k_max:
             before = self.elapsed_s(split)
             if delta_s > before:
                 j0, rest, (a, b) = split, delta_s - before, self.line(k_max - 1)
@@ -278,6 +316,11 @@ class DecodeRun:
         disc = q * q + 2.0 * b * rest
         n = rest / q if b == 0.0 or disc < 0 else 2.0 * rest / (q + math.sqrt(disc))
         k = min(max(j0 + math.ceil(n), 1), k_max)
+        return self._settle(k, k_max, delta_s)
+
+    def _settle(self, k: int, k_max: int, delta_s: float) -> tuple[int, float]:
+        """From a first guess k, the least k >= 1 whose elapsed_s reaches delta_s (or
+        k_max), and that elapsed_s."""
         elapsed = self.elapsed_s(k)
         while k < k_max and elapsed < delta_s:
             k += 1
