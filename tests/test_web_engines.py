@@ -233,3 +233,16 @@ def test_the_engine_menu_in_the_page(browser: Browser, engine_server: str, width
     expect(page.locator("#tpot")).to_have_text("6.1 ms")
     context.close()
     assert errors == []
+
+
+def test_a_step_the_host_bounds_says_so(client: TestClient) -> None:
+    """On a GB200 with TensorRT-LLM's profile, 2,048 decoding sequences wait on the Grace
+    host's work (2,048 x 10.68 us x 2.75 = 60.15 ms), which the playground's bound cell
+    reads; the lesson's H100 stage has no host term at all."""
+    query = {"model": "qwen3-30b-a3b", "gpu": "gb200", "weights": "fp4", "maths": "fp4"}
+    query |= {"kv_dtype": "fp8", "engine": "trtllm", "batch": 2048, "prompt": 128, "output": 64}
+    decode = client.get("/api/estimate", params=query).json()["decode"]
+    assert decode["host_bound"] is True
+    assert decode["time_s"] == decode["host_s"] == pytest.approx(2048 * 10.68e-6 * 2.75, rel=1e-3)
+    plain = client.get("/api/estimate").json()["decode"]
+    assert plain["host_bound"] is False and plain["host_s"] == 0.0
