@@ -6,6 +6,7 @@ times the sequences, on a host as fast as the x86 server the profile states it f
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -181,8 +182,6 @@ def test_a_users_part_states_its_host_and_the_listing_shows_it(
     gpus = tmp_path / "gpus.toml"
     gpus.write_text(GRACE_GPU, encoding="utf-8")
     assert main(["gpus", "--gpu-file", str(gpus), "--json"]) == 0
-    import json
-
     listed = json.loads(capsys.readouterr().out)
     assert listed["slow-host"]["host_overhead"] == 2.5
     assert listed["gb200"]["host_overhead"] == 2.75 and listed["b200"]["host_overhead"] == 1.0
@@ -201,3 +200,20 @@ def test_a_requests_decode_time_sums_its_floored_steps(batch: int, output: int) 
         t for t in each if t == pytest.approx(builtin_engines()["trtllm"].host_sequence_s * 2.75 * batch)
     ]
     assert (len(hosted) > 0) == (batch >= 1000)
+
+
+def test_why_names_the_host_where_it_bounds_decode(capsys: pytest.CaptureFixture[str]) -> None:
+    """Where the host sets the step, the advice is the host's (fewer sequences a replica, a
+    faster host), not the roofline's (faster maths); on a B200 the same batch reads as before."""
+    shape = ["--model", "qwen3-30b-a3b", "--weights", "fp4", "--maths", "fp4", "--kv-dtype", "fp8"]
+    shape += ["--engine", "trtllm", "--batch", "1024", "--prompt-tokens", "128", "--output-tokens", "1024"]
+    said = {}
+    for gpu in ("gb200", "b200"):
+        assert main(["estimate", "--gpu", gpu, *shape, "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        said[gpu] = " ".join(out["explain"])
+        assert out["decode"]["host_bound"] == (gpu == "gb200")
+    host_ms = 1024 * builtin_engines()["trtllm"].host_sequence_s * 2.75 * 1e3
+    assert f"host work ({host_ms:,.2f} ms a step on gb200's host)" in said["gb200"]
+    assert "faster host" in said["gb200"] and "faster maths (fp8) helps" not in said["gb200"]
+    assert "host work" not in said["b200"]

@@ -47,12 +47,6 @@ def explain(
         f"{weights / 1e9:,.2f} GB of weights and {kv / 1e9:,.2f} GB of KV cache per GPU, "
         f"so TPOT is {t.tpot_s * 1e3:,.2f} ms and decode is {t.decode_share:.0%} of the request."
     )
-    if d.host_bound:
-        lines.append(
-            f"At batch {batch} the engine's host work ({float(d.host_s) * 1e3:,.2f} ms a step on "
-            f"{gpu}'s host) outlasts the GPU's ({float(d.gpu_s) * 1e3:,.2f} ms): the step waits on "
-            "the CPU, so the GPU idles and a faster host, not a faster GPU, would shorten TPOT."
-        )
     lines.append(_advice(m, t, mem, prompt, batch, weights, kv))
     if m.par.pp > 1:
         lines.append(
@@ -84,7 +78,15 @@ def _advice(
             f"It does not fit: each GPU needs {mem.per_gpu.total_bytes / 1e9:,.1f} GB of "
             f"{mem.per_gpu.usable_bytes / 1e9:,.1f} GB usable{how}."
         )
-    comm = float(t.first_decode.comm_s)
+    d = t.first_decode
+    if d.host_bound:  # neither maths nor bytes: the engine's CPU work sets the step
+        return (
+            f"At batch {batch} the engine's host work ({float(d.host_s) * 1e3:,.2f} ms a step on "
+            f"{m.hw.name}'s host) outlasts the GPU's ({float(d.gpu_s) * 1e3:,.2f} ms): the step waits "
+            "on the CPU and the GPU idles, so fewer sequences a replica or a faster host, not "
+            "faster maths or narrower weights, would shorten TPOT."
+        )
+    comm = float(d.comm_s)
     if comm > 0.25 * float(t.first_decode.time_s):
         return (
             f"Communication is {comm / float(t.first_decode.time_s):.0%} of each decode step: "
