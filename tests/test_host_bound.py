@@ -217,3 +217,12 @@ def test_why_names_the_host_where_it_bounds_decode(capsys: pytest.CaptureFixture
     assert f"host work ({host_ms:,.2f} ms a step on gb200's host)" in said["gb200"]
     assert "faster host" in said["gb200"] and "faster maths (fp8) helps" not in said["gb200"]
     assert "host work" not in said["b200"]
+
+
+def test_what_a_step_waits_on_is_the_host_or_its_bound() -> None:
+    """The one word the table and the playground show: the roofline's bound, unless the host
+    outlasts the GPU."""
+    for gpu, want in (("gb200", "host"), ("b200", "compute")):
+        s = step.decode_step(qwen_fp4(gpu, "trtllm"), 128, 1024)
+        assert s.waits_on == want and s.bound == "compute"
+    assert step.decode_step(Deployment.build(), 2000, 1).waits_on == "memory"

@@ -44,7 +44,7 @@ def estimate(e: Estimate) -> None:
             f"{p.attention_share:.0%}",
             si(p.bytes, "B"),
             f"{p.intensity:,.1f}",
-            "host" if p.host_bound else p.bound,  # the engine's CPU work outlasts the GPU's
+            p.waits_on,  # the roofline's bound, or "host" where the engine's CPU work outlasts the GPU's
             seconds(p.time_s),
         )
     console.print(t)

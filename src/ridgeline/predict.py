@@ -48,6 +48,7 @@ class Phase:
     overhead_s: float
     host_s: float  # the host's work, hidden behind the GPU's unless it is the longer (time_s: the max)
     host_bound: bool
+    waits_on: str  # "host" where host_bound, else `bound`: what a face shows as the step's limit
     weight_bytes_per_gpu: float
     kv_bytes_per_gpu: float
     attention_flops: float
@@ -70,6 +71,7 @@ class Phase:
             overhead_s=float(step.overhead_s),
             host_s=float(step.host_s),
             host_bound=bool(step.host_bound),
+            waits_on=str(step.waits_on),
             weight_bytes_per_gpu=float(step.weight_bytes_per_gpu),
             kv_bytes_per_gpu=float(step.kv_bytes_per_gpu),
             attention_flops=attention_flops,

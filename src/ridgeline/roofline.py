@@ -69,6 +69,12 @@ class StepTime:
         return self.host_s > self.gpu_s
 
     @property
+    def waits_on(self) -> Num:
+        """What sets the pass's time: "host" where the host's work outlasts the GPU's, else
+        the roofline's bound ("compute" or "memory")."""
+        return where(self.host_bound, "host", self.bound)
+
+    @property
     def intensity(self) -> Num:
         return self.flops / self.bytes
 

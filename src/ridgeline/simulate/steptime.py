@@ -160,10 +160,6 @@ class StepModel:
             m0 += b * c
         return c0, m0, f0
 
-    def host_s(self, sampled: float) -> float:
-        """The host's work for a step that samples `sampled` sequences: the least it takes."""
-        return self.host_per_seq * sampled
-
     def time_s(
         self, tokens: int, pairs: list[float], cached: list[float], sampled: float | None = None
     ) -> float:
@@ -202,7 +198,7 @@ class StepModel:
             lines = (float(direct.attention_s), float(direct.kv_s))
         else:
             lines = (float(direct.compute_s), float(direct.memory_s))
-        got = (c, mem, max(max(c, mem) + f0 + more_f, self.host_s(sampled)))
+        got = (c, mem, max(max(c, mem) + f0 + more_f, self.host_per_seq * sampled))
         want = (*lines, float(direct.time_s))
         return all(math.isclose(x, y, rel_tol=1e-12, abs_tol=0.0) for x, y in zip(got, want, strict=True))
 

@@ -24,9 +24,9 @@ export function drawReadouts(e, r, { slo = false } = {}) {
   put("share", `${percent(e.decode_share)} decode`, e.decode_share);
   put("prefill-intensity", whole(e.prefill.intensity), e.prefill.intensity);
   put("decode-intensity", oneDecimal(e.decode.intensity), e.decode.intensity);
-  // "host" where the engine's CPU work a step outlasts the GPU's (the CLI's table says the same)
-  put("prefill-bound", e.prefill.host_bound ? "host" : e.prefill.bound);
-  put("decode-bound", e.decode.host_bound ? "host" : e.decode.bound);
+  // the roofline's bound, or "host" where the engine's CPU work a step outlasts the GPU's
+  put("prefill-bound", e.prefill.waits_on);
+  put("decode-bound", e.decode.waits_on);
   put("prefill-attention", percent(e.prefill.attention_share), e.prefill.attention_share);
   put("decode-attention", percent(e.decode.attention_share), e.decode.attention_share);
   drawStageNote(e, r, slo);
