@@ -25,10 +25,15 @@ CASES = [
     {"model": "gemma-3-270m", "prompt": 16000, "output": 100},
     {"model": "llama-3.1-70b"},  # does not fit on one GPU
     {"gpu": "a100-80gb-sxm", "batch": 256, "prompt": 4000, "output": 64},
+    {"engine": "vllm"},
+    {"model": "gpt-oss-120b", "engine": "vllm", "batch": 128, "prompt": 200, "output": 200},
+    {"model": "qwen3-30b-a3b", "engine": "sglang", "batch": 2048, "prompt": 200, "output": 200},
 ]
 
-SIDE = r"does (?P<intensity>[\d,.]+) FLOPs per byte, (?P<ratio>[\d/,.x]+)(?: of)? the effective ridge of "
-SIDE += r"(?P<ridge>[\d,]+) \((above|below) it\): (?P<bound>\w+)-bound"
+SIDE = r"does (?P<intensity>[\d,.]+) FLOPs per byte, (?P<ratio>[\d/,.x]+)(?: of)? "
+SIDE += r"the (?:effective )?ridge of (?P<ridge>[\d,]+)"
+SIDE += r"(?: that (?P<engine>.+?)'s kernels reach on this step)? \((?P<side>above|below) it\): "
+SIDE += r"(?P<bound>\w+)-bound"
 DECODE = re.compile(
     r"Decode at batch (?P<batch>[\d,]+) "
     + SIDE
@@ -48,6 +53,28 @@ def ratio_text(intensity: float, ridge: float) -> str:
     return f"{r:.1f}x" if r >= 1 else f"1/{1 / r:.0f}"
 
 
+def ridge_of(e, step) -> float:  # type: ignore[no-untyped-def]
+    """The ridge a step is judged against: the preset's effective ridge, or under an engine
+    profile where the step's own compute and memory times meet (its kernels' rates)."""
+    if e.deployment.engine is None:
+        return float(e.effective_ridge)
+    flops_per_s = step.flops / step.compute_s
+    bytes_per_s = step.bytes / step.memory_s
+    return float(flops_per_s / bytes_per_s)
+
+
+def check_side(found: re.Match, e, step) -> None:  # type: ignore[no-untyped-def]
+    ridge = ridge_of(e, step)
+    assert found["intensity"] == f"{step.intensity:,.1f}"
+    assert found["ratio"] == ratio_text(step.intensity, ridge)
+    assert found["ridge"] == f"{ridge:,.0f}"
+    assert found["bound"] == step.bound
+    # the side named is the bound's: a step above its ridge is compute-bound
+    assert (found["side"] == "above") == (step.bound == "compute") == (step.intensity >= ridge * (1 - 1e-9))
+    engine = e.deployment.engine
+    assert found["engine"] == (engine.label if engine is not None else None)
+
+
 @pytest.mark.parametrize("kwargs", CASES, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()) or "stage")
 def test_each_number_in_the_explanation_is_the_results_own(kwargs: dict) -> None:
     e = estimate(**kwargs)
@@ -55,17 +82,13 @@ def test_each_number_in_the_explanation_is_the_results_own(kwargs: dict) -> None
     p = PREFILL.search(text)
     assert p, e.explain[0]
     assert p["tokens"] == f"{e.inputs['batch'] * e.inputs['prompt']:,}"
-    assert p["intensity"] == f"{e.prefill.intensity:,.1f}"
-    assert p["ratio"] == ratio_text(e.prefill.intensity, e.effective_ridge)
-    assert p["ridge"] == f"{e.effective_ridge:,.0f}"
-    assert p["bound"] == e.prefill.bound and p["gpu"] == e.gpu.name
+    check_side(p, e, e.prefill)
+    assert p["gpu"] == e.gpu.name
     assert p["ttft"] == f"{e.ttft_s * 1e3:,.1f}"
     d = DECODE.search(text)
     assert d, e.explain[1]
     assert d["batch"] == f"{e.inputs['batch']}"
-    assert d["intensity"] == f"{e.decode.intensity:,.1f}"
-    assert d["ratio"] == ratio_text(e.decode.intensity, e.effective_ridge)
-    assert d["bound"] == e.decode.bound
+    check_side(d, e, e.decode)
     assert d["weights"] == f"{e.decode.weight_bytes_per_gpu / 1e9:,.2f}"
     assert d["kv"] == f"{e.decode.kv_bytes_per_gpu / 1e9:,.2f}"
     assert d["tpot"] == f"{e.tpot_s * 1e3:,.2f}"

@@ -17,11 +17,20 @@ WORTH_SAYING = 1.1  # the least speed-up a suggestion names: below it, it would 
 
 
 def _side(step: StepTime, m: Deployment) -> str:
+    """Where the step sits against the ridge that decides its bound: the preset's effective
+    ridge, or under an engine profile the step's own, since its kernels reach a different
+    share of the peak at each shape (short matmuls, narrow experts): intensity x memory time
+    / compute time, above which the step is compute-bound."""
     i = float(step.intensity)
-    ratio = i / m.effective_ridge
+    ridge, named = m.effective_ridge, "the effective ridge of {ridge}"
+    compute_s = float(step.compute_s)
+    if m.engine is not None and compute_s > 0:
+        ridge = i * float(step.memory_s) / compute_s
+        named = "the ridge of {ridge} that " + m.engine.label + "'s kernels reach on this step"
+    ratio = i / ridge
     where = "above" if step.bound == "compute" else "below"
     times = f"{ratio:.1f}x" if ratio >= 1 else f"1/{1 / ratio:.0f} of"
-    return f"{i:,.1f} FLOPs per byte, {times} the effective ridge of {m.effective_ridge:,.0f} ({where} it)"
+    return f"{i:,.1f} FLOPs per byte, {times} {named.format(ridge=f'{ridge:,.0f}')} ({where} it)"
 
 
 def explain(
