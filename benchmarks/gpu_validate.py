@@ -77,8 +77,11 @@ FULL_DECODE = (
     (256, 2048),
 )
 # The card's name as PyTorch reports it, to the catalogue entry predicted with (first match).
-CATALOGUE_NAMES = (
+CATALOGUE_NAMES = (  # first match wins: a name before any it contains ("gh200" before "h200")
+    ("gh200 144g", "gh200-144gb"),
+    ("gh200", "gh200"),
     ("h200", "h200"),
+    ("h100 nvl", "h100-nvl"),
     ("h100 pcie", "h100-pcie"),
     ("h100", "h100-sxm"),
     ("gb200", "gb200"),
@@ -87,7 +90,13 @@ CATALOGUE_NAMES = (
     ("a100 80gb pcie", "a100-80gb-pcie"),
     ("a100", "a100-80gb-sxm"),
     ("l40s", "l40s"),
+    ("l40", "l40"),
     ("l4", "l4"),
+    ("a40", "a40"),
+    ("rtx a6000", "rtx-a6000"),
+    ("rtx 6000 ada", "rtx-6000-ada"),
+    ("v100", "v100"),
+    ("tesla t4", "t4"),
     ("a10g", "a10g"),
     ("4090", "rtx-4090"),
     ("5090", "rtx-5090"),

@@ -97,8 +97,16 @@ def test_the_card_names_its_catalogue_entry() -> None:
     assert module.catalogue_name("NVIDIA A100 80GB PCIe") == "a100-80gb-pcie"
     assert module.catalogue_name("NVIDIA L40S") == "l40s"
     assert module.catalogue_name("NVIDIA L4") == "l4"
+    assert module.catalogue_name("NVIDIA L40") == "l40"
+    assert module.catalogue_name("NVIDIA H100 NVL") == "h100-nvl"
+    assert module.catalogue_name("NVIDIA GH200 480GB") == "gh200"
+    assert module.catalogue_name("NVIDIA GH200 144G HBM3e") == "gh200-144gb"
+    assert module.catalogue_name("NVIDIA RTX A6000") == "rtx-a6000"
+    assert module.catalogue_name("NVIDIA RTX 6000 Ada Generation") == "rtx-6000-ada"
+    assert module.catalogue_name("Tesla V100-SXM2-32GB") == "v100"
+    assert module.catalogue_name("Tesla T4") == "t4"
     assert module.catalogue_name("NVIDIA GeForce RTX 4090") == "rtx-4090"
-    assert module.catalogue_name("Tesla T4") is None
+    assert module.catalogue_name("NVIDIA GeForce GTX 1080 Ti") is None
     assert {entry for _, entry in module.CATALOGUE_NAMES} <= set(builtin_catalogue())
 
 

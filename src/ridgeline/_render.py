@@ -114,10 +114,13 @@ def gpus(entries: dict[str, dict[str, Any]]) -> None:
     for col in ("bf16", "fp8", "bandwidth", "memory", "interconnect", "ridge", "$/h"):
         t.add_column(col, justify="right")
     for name, a in entries.items():
-        fp8 = a["peak_flops"].get("fp8")
+        peaks = a["peak_flops"]
+        fp8 = peaks.get("fp8")
+        # a part without bf16 (V100, T4) runs bf16 maths at its fp16 rate: say which it is
+        half = si(peaks["bf16"], "FLOP/s") if "bf16" in peaks else si(peaks.get("fp16", 0.0), "FLOP/s") + "*"
         t.add_row(
             name,
-            si(a["peak_flops"].get("bf16", 0.0), "FLOP/s"),
+            half,
             si(fp8, "FLOP/s") if fp8 else "–",
             si(a["bandwidth_bytes_per_s"], "B/s"),
             si(a["memory_bytes"], "B"),
@@ -125,6 +128,8 @@ def gpus(entries: dict[str, dict[str, Any]]) -> None:
             f"{a['ridge']:,.0f}",
             f"{a['price_per_hour_usd']:.2f}",
         )
+    if any("bf16" not in a["peak_flops"] for a in entries.values()):
+        t.caption = "* no bf16: its fp16 rate, which bf16 maths runs at"
     console.print(t)
 
 

@@ -1,0 +1,126 @@
+"""The catalogue's wider parts, each checked against the data sheet's own arithmetic and,
+where a published run exists, against what it measured: parts sold by sparse figures, parts
+without bf16, a two-die package that software sees as two GPUs, a Grace host, and Apple's
+unified memory, which llama.cpp alone of the profiles runs on."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_cli
+from ridgeline import estimate
+from ridgeline.deployment import Deployment
+from ridgeline.engines import builtin_engines
+from ridgeline.hardware import builtin_catalogue
+from ridgeline.step import decode_step
+
+GIB = 2**30
+
+
+def test_sparse_data_sheets_are_halved_and_hbm_is_binary() -> None:
+    """H100 NVL's sheet states 1,671 bf16 and 3,341 fp8 TFLOP/s with sparsity and 94GB of
+    HBM3; the RTX 6000 Ada's 1,457 fp8 with sparsity; the RTX A6000's 309.7 tensor TFLOP/s
+    with sparsity. The catalogue holds the dense halves, and 94 GiB."""
+    cat = builtin_catalogue()
+    nvl = cat["h100-nvl"]
+    assert nvl.peak_flops["bf16"] == pytest.approx(1671e12 / 2, rel=1e-3)
+    assert nvl.peak_flops["fp8"] == pytest.approx(3341e12 / 2, rel=1e-3)
+    assert nvl.memory_bytes == 94 * GIB
+    assert cat["rtx-6000-ada"].peak_flops["fp8"] == pytest.approx(1457e12 / 2, rel=1e-3)
+    assert cat["rtx-a6000"].peak_flops["bf16"] == pytest.approx(309.7e12 / 2, rel=1e-3)
+
+
+def test_mi250x_is_one_of_its_two_gcds() -> None:
+    """ROCm shows an MI250X as two devices: each is half of the package's 383 TFLOP/s,
+    3.2 TB/s and 128 GiB, and a matmul's measured 147.0 TFLOP/s is one GCD's."""
+    gcd = builtin_catalogue()["mi250x"]
+    assert gcd.peak_flops["bf16"] == pytest.approx(383e12 / 2)
+    assert gcd.bandwidth_bytes_per_s == pytest.approx(3.2e12 / 2)
+    assert gcd.memory_bytes == 128 * GIB / 2
+    assert gcd.sustained("bf16") == pytest.approx(147.0e12, rel=1e-3)
+    assert gcd.vendor_name == "amd" and gcd.link_kind == "xgmi"
+
+
+def test_mi355x_dense_peaks_follow_its_compute_units() -> None:
+    """256 compute units at 2.4 GHz, 4,096 fp16 FLOPs a clock each; fp8 twice and fp4 four
+    times that."""
+    mi355x = builtin_catalogue()["mi355x"]
+    fp16 = 256 * 2.4e9 * 4096
+    assert mi355x.peak_flops["bf16"] == pytest.approx(fp16, rel=1e-4)
+    assert mi355x.peak_flops["fp8"] == pytest.approx(2 * fp16, rel=1e-4)
+    assert mi355x.peak_flops["fp4"] == pytest.approx(4 * fp16, rel=1e-4)
+    assert mi355x.memory_bytes == 288 * GIB
+
+
+@pytest.mark.parametrize("gpu, fp16", [("v100", 125e12), ("t4", 65e12)])
+def test_a_part_without_bf16_runs_bf16_maths_at_its_fp16_rate(gpu: str, fp16: float) -> None:
+    """Volta and Turing have no bf16: a bf16 model's prefill is priced at the fp16 tensor
+    rate (the lesson's 60% of it), and fp8 maths, which they lack, is one clear line."""
+    e = estimate(model="llama-3.2-1b", gpu=gpu, prompt=4096, output=1, preset="lesson")
+    assert e.prefill.bound == "compute"
+    assert float(e.prefill.compute_s) == pytest.approx(float(e.prefill.flops) / (0.6 * fp16), rel=1e-9)
+    proc = run_cli("estimate", "--gpu", gpu, "--maths", "fp8")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "no fp8 peak" in proc.stderr
+
+
+def test_the_catalogue_table_marks_an_fp16_rate_in_the_bf16_column() -> None:
+    proc = run_cli("gpus")
+    assert proc.returncode == 0, proc.stderr
+    v100 = next(line for line in proc.stdout.splitlines() if line.strip().startswith("v100"))
+    assert "125 TFLOP/s*" in v100
+    assert "* no bf16: its fp16 rate" in proc.stdout
+
+
+def test_gh200s_grace_runs_the_host_work_slower_by_its_measured_ratio() -> None:
+    """A Linear forward's CPU time: 33.17 us on a GH200's Grace against 13.48 us on a DGX
+    H100's Xeon (TransformerEngine issue 2053): TensorRT-LLM's host work a step is that much
+    longer on a GH200 than on an H100 SXM, the same Hopper GPU behind an x86 host."""
+    ratio = 33.17 / 13.48
+    for name in ("gh200", "gh200-144gb"):
+        assert builtin_catalogue()[name].host_overhead == pytest.approx(ratio, abs=0.005)
+    gh200, h100 = (Deployment.build("llama-3.1-8b", gpu, engine="trtllm") for gpu in ("gh200", "h100-sxm"))
+    ratio_here = float(decode_step(gh200, 1000, 512).host_s) / float(decode_step(h100, 1000, 512).host_s)
+    assert ratio_here == pytest.approx(builtin_catalogue()["gh200"].host_overhead, rel=1e-12)
+
+
+APPLE = ("m1-max", "m2-ultra", "m3-max", "m4-max", "m3-ultra")
+
+
+@pytest.mark.parametrize("gpu", APPLE)
+def test_apple_gpus_hold_three_quarters_of_unified_memory(gpu: str) -> None:
+    """macOS lets the GPU hold 3/4 of the unified memory by default (llama.cpp's Metal log:
+    147,456 MB recommended on a 192 GB M2 Ultra): a 192 GB machine plans 144 GiB."""
+    unified = {"m1-max": 64, "m2-ultra": 192, "m3-max": 128, "m4-max": 128, "m3-ultra": 512}[gpu]
+    part = builtin_catalogue()[gpu]
+    assert part.memory_bytes == unified * GIB * 3 // 4
+    assert part.vendor_name == "apple" and part.mma_rows == 8 and part.link_kind == "none"
+
+
+def test_only_llamacpp_runs_on_apple() -> None:
+    """vLLM, SGLang and TensorRT-LLM run on CUDA, ROCm or x86 CPUs, not Metal: each says so
+    in one line; llama.cpp's profile runs."""
+    for engine in ("vllm", "sglang", "trtllm"):
+        assert "apple" not in builtin_engines()[engine].runs_on
+        proc = run_cli("estimate", "--gpu", "m2-ultra", "--engine", engine)
+        assert proc.returncode == 2
+        assert proc.stderr.count("\n") == 1 and "does not run on apple accelerators" in proc.stderr
+    assert run_cli("estimate", "--gpu", "m2-ultra", "--engine", "llamacpp").returncode == 0
+
+
+# llama.cpp discussion 4167 (Apple Silicon, llama-bench, Metal, -ngl 99): LLaMA 2 7B in Q4_0,
+# tg128 tokens a second. No corpus row is an Apple part: these are held out.
+TG128_Q4_0 = {"m2-ultra": 94.27, "m4-max": 83.06, "m3-ultra": 92.14}
+
+
+@pytest.mark.parametrize("gpu", sorted(TG128_Q4_0))
+def test_llamacpp_decode_on_apple_follows_the_memory_bandwidth(gpu: str) -> None:
+    """Batch-1 decode of a 3.56 GiB Q4_0 model reads its weights at every token, so its
+    speed follows each part's bandwidth; the profile, fitted on NVIDIA cards alone, carries
+    to Metal within a quarter (the two-die Ultras read about a fifth fast: their GPU reaches
+    less of the package's bandwidth)."""
+    e = estimate(
+        model="llama-2-7b", gpu=gpu, engine="llamacpp", weights="int4-g32", maths="fp16", prompt=1, output=128
+    )
+    assert e.decode.bound == "memory"
+    assert 1.0 / e.tpot_s == pytest.approx(TG128_Q4_0[gpu], rel=0.25)
