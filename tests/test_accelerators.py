@@ -124,3 +124,18 @@ def test_llamacpp_decode_on_apple_follows_the_memory_bandwidth(gpu: str) -> None
     )
     assert e.decode.bound == "memory"
     assert 1.0 / e.tpot_s == pytest.approx(TG128_Q4_0[gpu], rel=0.25)
+
+
+def test_search_takes_apple_parts_only_when_named() -> None:
+    """`search`'s default space is every accelerator rented by the hour: the new data-centre
+    parts are in it, the Macs, whose price is a purchase spread over three years, are not;
+    named, they are."""
+    from ridgeline.models import get_model
+    from ridgeline.search.space import make_space
+
+    arch = get_model("llama-3.2-1b")
+    everything = make_space({}, None, arch)
+    assert {"h100-nvl", "gh200", "l40", "t4", "mi355x"} <= set(everything.gpu)
+    assert not set(everything.gpu) & set(APPLE)
+    named = make_space({"gpu": "m4-max,h100-sxm"}, None, arch)
+    assert named.gpu == ("m4-max", "h100-sxm")

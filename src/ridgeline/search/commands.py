@@ -33,7 +33,7 @@ def _axis(flag: str, short: str | None, text: str) -> Any:
 
 def search(
     model: str = o.MODEL,
-    gpu: str | None = _axis("--gpu", "-g", "Accelerators, comma-separated, or all (every one with a price)."),
+    gpu: str | None = _axis("--gpu", "-g", "Accelerators, comma-separated, or all (each one rented hourly)."),
     tp: str | None = _axis("--tp", None, "Tensor-parallel GPUs per replica (default 1,2,4,8)."),
     pp: str | None = _axis("--pp", None, "Pipeline stages (default 1)."),
     ep: str | None = _axis("--ep", None, "Expert-parallel GPUs, MoE (default 1)."),

@@ -1,6 +1,6 @@
 """The deployment space `ridgeline search` walks: one axis per choice, and their product.
 
-    gpu        accelerators (`ridgeline gpus`); default every one with a price
+    gpu        accelerators (`ridgeline gpus`); default every one with a rental price (not Apple's)
     tp         tensor-parallel GPUs; default 1, 2, 4, 8
     pp, ep     pipeline stages, expert-parallel GPUs; default 1
     weights    default bf16, fp8, int4-g128 (a .gguf, or a checkpoint stored quantised: its own stored mix)
@@ -230,6 +230,13 @@ def dedupe(values: list[Any]) -> tuple[Any, ...]:
     return tuple(dict.fromkeys(values))
 
 
+def rented(acc: Any) -> bool:
+    """Whether `all` takes this accelerator: it has a price, and the price is a rental's. A
+    Mac's is its purchase spread over three years of hours, a different question from a
+    fleet's hourly bill, so Apple's parts enter the space only when named."""
+    return bool(acc.price_per_hour_usd > 0 and acc.vendor_name != "apple")
+
+
 def axis(name: str, raw: list[Any], where: str, known_gpus: dict[str, Any]) -> tuple[Any, ...]:
     """One axis's values, each checked; `where` names the flag or the file's key."""
     if len(raw) > MAX_VALUES:
@@ -255,7 +262,7 @@ def axis(name: str, raw: list[Any], where: str, known_gpus: dict[str, Any]) -> t
     values = [v.strip() for v in raw]
     if name == "gpu":
         if len(values) == 1 and values[0].lower() == "all":
-            return tuple(n for n, acc in known_gpus.items() if acc.price_per_hour_usd > 0)
+            return tuple(n for n, acc in known_gpus.items() if rented(acc))
         return dedupe([get_accelerator_name(v, known_gpus) for v in values])
     if name == "engine":
         if len(values) == 1 and values[0].lower() == "all":
