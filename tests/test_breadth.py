@@ -4,15 +4,19 @@ lesson's sentences about quantisation, tensor parallelism and memory fit."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import ridgeline
 from conftest import DATA, cli_json, run_cli
 from ridgeline import RidgelineError, estimate
 from ridgeline.deployment import Deployment
+from ridgeline.hf_config import architecture_from_config
 from ridgeline.ledger import distinct_experts, kv_bytes, kv_bytes_per_token, pass_work
 from ridgeline.memory import plan
 from ridgeline.models import get_model
@@ -84,6 +88,49 @@ def test_glm_moe_counted_by_hand() -> None:
         assert arch.parameters == pytest.approx(total, rel=0.02)
         assert arch.active_parameters - 151_552 * h == pytest.approx(active, rel=0.07)
         assert kv_bytes_per_token(arch, Precision()) == layers * 2 * 8 * 128 * 2
+
+
+def test_llama4_counted_by_hand() -> None:
+    """Llama 4 Scout and Maverick (llama4_text, from their config.json): per layer, attention
+    (40 query and 8 KV heads of 128; its q/k L2 norm has no weights) and two RMSNorms; an MoE
+    layer holds a router, one shared expert and 16 or 128 routed experts of 8,192 (one a
+    token), and Maverick's every other layer a dense MLP of 16,384; untied 202,048-token
+    embeddings. Model cards: 17B active each; 109B and 400B total for the whole checkpoint,
+    whose vision encoder the text model leaves out."""
+    h = 5120
+    attention = h * 40 * 128 + 2 * h * 8 * 128 + 40 * 128 * h
+    expert = 3 * h * 8192
+    outside = 2 * 202_048 * h + h
+    for name, experts, moe_layers in (("llama-4-scout", 16, 48), ("llama-4-maverick", 128, 24)):
+        moe = h * experts + expert  # the router and the shared expert
+        fixed = 48 * (attention + 2 * h) + (48 - moe_layers) * 3 * h * 16384 + moe_layers * moe + outside
+        arch = get_model(name)
+        assert arch.parameters == fixed + moe_layers * experts * expert
+        assert arch.active_parameters == fixed + moe_layers * expert
+        assert arch.active_parameters == pytest.approx(17e9, rel=0.02)
+    assert get_model("llama-4-scout").parameters == pytest.approx(109e9, rel=0.02)
+    assert get_model("llama-4-maverick").parameters == pytest.approx(400e9, rel=0.01)
+
+
+def test_llama4_chunked_layers_cap_the_cache_at_a_chunk() -> None:
+    """Three layers in four (each but the fourth, which has no RoPE) attend within 8,192-token
+    chunks: at 100,000 tokens of context they hold 8,192 tokens each, the other 12 all of them.
+    A multimodal config.json reads its text_config; a no_rope_layers of the wrong length is
+    one clear line."""
+    arch = get_model("llama-4-maverick")
+    per_layer = 2 * 8 * 128 * 2
+    assert kv_bytes(arch, Precision(), 100_000) == 36 * per_layer * 8192 + 12 * per_layer * 100_000
+    assert arch.layer_windows()[:4] == (8192, 8192, 8192, 0)
+    text = {**config_of("llama-4-scout"), "model_type": "llama4_text"}
+    wrapped = {"model_type": "llama4", "text_config": text}
+    assert architecture_from_config(wrapped, "scout").parameters == get_model("llama-4-scout").parameters
+    bad = {**config_of("llama-4-scout"), "no_rope_layers": [1, 0]}
+    with pytest.raises(RidgelineError, match="no_rope_layers must list 0 or 1 for each of the 48 layers"):
+        architecture_from_config(bad, "bad")
+
+
+def config_of(name: str) -> dict:
+    return json.loads((Path(ridgeline.__file__).parent / "data" / "models" / f"{name}.json").read_text())
 
 
 def test_gemma_sliding_layers_cap_the_cache() -> None:

@@ -4,7 +4,11 @@ Llama, Mistral, Qwen2/Qwen3 (GQA, tied embeddings); Gemma 2 and 3 (interleaved
 sliding-window layers, head dim not hidden/heads); Mixtral, Qwen-MoE and gpt-oss
 (mixture of experts); DeepSeek-V2/V3 (multi-head latent attention, shared experts,
 the first dense layers); GLM-4.5/4.6 (glm4_moe: DeepSeek-V3's routed and shared experts and
-first dense layers over grouped-query attention, head dim not hidden/heads). Fields follow
+first dense layers over grouped-query attention, head dim not hidden/heads); Llama 4 (llama4:
+one routed expert a token beside a shared one, in every layer or every
+interleave_moe_layer_step-th, the others dense at intermediate_size_mlp; three layers in four
+attend within chunks of attention_chunk_size, priced as a sliding window of that length, which
+bounds them: a chunk's queries see between one and that many keys). Fields follow
 the transformers configuration classes, including their defaults when a field is omitted
 (tie_word_embeddings defaults to true).
 
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
 
 DENSE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text", "phi3"}
 MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "deepseek_v2", "deepseek_v3", "glm4_moe"}
+MOE |= {"llama4", "llama4_text"}
 SUPPORTED = sorted(DENSE | MOE)
 
 
@@ -102,9 +107,37 @@ def _windows(cfg: dict[str, Any], family: str, layers: int, where: str) -> tuple
     if family in ("gemma3", "gemma3_text"):
         pattern = _int(cfg, "sliding_window_pattern", where) or 6
         return tuple(0 if (i + 1) % pattern == 0 else window for i in range(layers))
+    if family in ("llama4", "llama4_text"):
+        return ()  # its chunked layers are read by _chunks
     if family in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe") and not cfg.get("use_sliding_window"):
         return ()
     return (window,) * layers
+
+
+def _chunks(cfg: dict[str, Any], layers: int, where: str) -> tuple[int, ...]:
+    """Llama 4's attention: a layer with RoPE (no_rope_layers[i] = 1; by default all but
+    every fourth) attends within chunks of attention_chunk_size tokens, the rest globally."""
+    chunk = _int(cfg, "attention_chunk_size", where)
+    if not chunk:
+        return ()
+    ropes = _list(cfg, "no_rope_layers", where)
+    if not ropes:
+        interval = _int(cfg, "no_rope_layer_interval", where) or 4
+        ropes = [int((i + 1) % interval != 0) for i in range(layers)]
+    if len(ropes) != layers or not all(r in (0, 1) and not isinstance(r, float) for r in ropes):
+        raise RidgelineError(f"{where}: no_rope_layers must list 0 or 1 for each of the {layers} layers")
+    return tuple(chunk if r else 0 for r in ropes)
+
+
+def _moe_layers(cfg: dict[str, Any], layers: int, where: str) -> int:
+    """Llama 4's MoE layers: those moe_layers names, else every interleave_moe_layer_step-th
+    (transformers' default: from step - 1)."""
+    if cfg.get("moe_layers") is not None:
+        return len(_layer_set(cfg, "moe_layers", layers, where))
+    step = _int(cfg, "interleave_moe_layer_step", where, default=1)
+    if step < 1:
+        raise RidgelineError(f"{where}: interleave_moe_layer_step must be at least 1, got {step}")
+    return len(range(step - 1, layers, step))
 
 
 MAX_LAYERS = 10_000  # the deepest published models have about 130
@@ -139,7 +172,9 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
         fields: dict[str, Any] = {}
         if family in ("gemma2", "gemma3", "gemma3_text"):
             fields["norms_per_layer"] = 4
-        if family in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text") or cfg.get("use_qk_norm"):
+        llama4 = family in ("llama4", "llama4_text")  # its qk norm is an L2 norm without weights
+        qk_normed = family in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text")
+        if qk_normed or (cfg.get("use_qk_norm") and not llama4):
             fields["qk_norm"] = True
         if family in ("qwen2", "qwen2_moe") or cfg.get("attention_bias"):
             fields["attention_bias"] = True
@@ -162,6 +197,16 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
                 attention_bias=True,
                 output_bias=True,
                 attention_sinks=True,
+            )
+        elif llama4:
+            mlp = _int(cfg, "intermediate_size_mlp", where) or mlp  # the dense layers'
+            expert = _req(cfg, "intermediate_size", where)
+            fields.update(
+                experts=_req(cfg, "num_local_experts", where),
+                expert_mlp=expert,
+                shared_expert_mlp=expert,  # one shared expert as wide as a routed one
+                dense_layers=layers - _moe_layers(cfg, layers, where),
+                windows=_chunks(cfg, layers, where),
             )
         elif family in ("deepseek_v2", "deepseek_v3", "glm4_moe"):
             shared = _int(cfg, "n_shared_experts", where)
@@ -204,8 +249,7 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
         vocab=vocab,
         tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
         max_context=context,
-        windows=_windows(cfg, family, layers, where),
-        **fields,
+        **({"windows": _windows(cfg, family, layers, where)} | fields),
     )
     validate(arch, where)
     mix = stored_mix(cfg.get("quantization_config"), arch, where)
