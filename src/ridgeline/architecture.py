@@ -43,7 +43,7 @@ class Architecture:
     shared_expert_gate: bool = False
     expert_bias: bool = False
     router_bias: bool = False
-    dense_layers: int = 0  # layers that keep a dense MLP in a MoE model (the first ones)
+    dense_layers: int = 0  # a MoE model's layers with a dense MLP (DeepSeek's first; Maverick's every other)
     # Multi-head latent attention (DeepSeek-V2/V3); 0 means ordinary attention.
     q_lora_rank: int = 0
     kv_lora_rank: int = 0
