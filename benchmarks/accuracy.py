@@ -20,12 +20,13 @@ they hold.
 TensorRT-LLM 1.0 throughput table (perf-overview.md @00f37686): its FP8 cells for Llama 3.1
 8B and 70B on H100 and H200, and 405B at TP 8 on both (49 cells beside the corpus's 11), and
 its FP4 cells for Llama 3.3 70B and Qwen3-30B-A3B on B200 and GB200, and Llama 3.1 405B at
-TP 4 on both (57 beside 3); and its Llama 4 blocks, Scout in FP4 at TP 1 on B200 and GB200
-and in FP8 at TP 4 on H200 and H100, Maverick in FP4 at TP 8 on B200 and in FP8 at TP 8 on
-H200 and H100 (63 cells, summarised apart). They are not independent of the
-fit (their source is in it), so the held-out figure, the profile fitted without that
-source, is the one to read: how well the model carries across lengths, and across models,
-within one engine version.
+TP 4 on both (57 beside 3); and, summarised apart, its larger MoE blocks: Llama 4 Scout
+in FP4 at TP 1 on B200 and GB200 and in FP8 at TP 4 on H200 and H100, Maverick and
+Qwen3-235B-A22B in FP4 at TP 8 on B200 and in FP8 at TP 8 on H200 and H100 (90 cells; the
+page runs them with expert and attention data parallelism, priced here at TP alone). They
+are not independent of the fit (their source is in it), so the held-out figure, the profile
+fitted without that source, is the one to read: how well the model carries across lengths,
+and across models, within one engine version.
 
 --newer predicts the cells of TensorRT-LLM's current throughput table (perf-overview.md
 @03e27c7d) for models and accelerators the catalogue holds: Llama 3.3 70B in FP8 at TP 2 on
@@ -79,9 +80,10 @@ BEYOND = {
     (FP4, "llama-3.1-405b", "gb200", 4): (6740, 8151, 6608, 6540, 5389, 5135, 797, 4407, 1112, 739),
     (FP4, "qwen3-30b-a3b", "gb200", 1): (24107, 31311, 26337, 20604, 17481, 17177, 6595, 14719, 5908, 3203),
 }  # fmt: skip
-# The same table's Llama 4 blocks (None: a cell the table leaves blank). They run MoE models as
-# the page says (trtllm-bench --tp and --ep, attention DP on); here at the table's TP alone.
-BEYOND_LLAMA4 = {
+# The same table's Llama 4 and Qwen3-235B-A22B blocks (None: a cell the table leaves blank).
+# The page runs MoE models with trtllm-bench --tp and --ep and attention data parallelism on;
+# here they are priced at the table's TP alone.
+BEYOND_MOE = {
     (FP4, "llama-4-scout", "b200", 1): (25342, 14699, 8932, 11977, 10591, 9356, 3137, 7152, 2937, 1644),
     (FP4, "llama-4-scout", "gb200", 1): (19954, 15238, 9556, 11795, 7738, 8581, 3295, 7464, 3107, 1767),
     (FP8, "llama-4-scout", "h200", 4): (30354, 34316, 21332, 24630, 21636, 18499, 3699, 14949, 4605, 2105),
@@ -90,6 +92,10 @@ BEYOND_LLAMA4 = {
         (124323, 112676, 68170, None, 79617, 63766, 18088, 52195, None, 12678),
     (FP8, "llama-4-maverick", "h200", 8): (63994, 40572, 24616, 37835, 31782, 34734, 7307, 20957, 8456, 4106),
     (FP8, "llama-4-maverick", "h100-sxm", 8): (None, 10829, 6744, 10108, 9677, 9151, None, 6916, 3457, None),
+    (FP4, "qwen3-235b-a22b", "b200", 8): (63362, 66057, 39496, 57117, 42391, 34105, 7329, 26854, 8190, 4453),
+    (FP8, "qwen3-235b-a22b", "h200", 8): (30429, 42821, 26852, 28026, 23789, 22061, 3331, 16672, 3623, 1876),
+    (FP8, "qwen3-235b-a22b", "h100-sxm", 8):
+        (None, 19658, 12447, 18351, 14898, 15136, None, 9924, 3225, None),
 }  # fmt: skip
 
 
@@ -290,7 +296,7 @@ def beyond() -> list[dict[str, Any]]:
     """The TensorRT-LLM 1.0 table's cells the corpus does not hold, each checked."""
     cell = _cells(BEYOND_GROUP)
     held = {(r.model, r.gpu, r.tp, r.input, r.output) for r in corpus.rows() if r.group == BEYOND_GROUP}
-    table: dict[tuple[str, str, str, int], tuple[int | None, ...]] = {**BEYOND, **BEYOND_LLAMA4}
+    table: dict[tuple[str, str, str, int], tuple[int | None, ...]] = {**BEYOND, **BEYOND_MOE}
     return [
         cell(template, model, gpu, tp, i, o, BEYOND_REQUESTS[i, o], float(value))
         for (template, model, gpu, tp), measured in table.items()
@@ -395,11 +401,11 @@ def cells_summary(cells: list[dict[str, Any]], by_block: bool) -> dict[str, Any]
     if by_block:
         blocks = _blocks(cells).items()
         out["blocks"] = [{"model": m, "gpu": g, "tp": tp, **medians(cs)} for (m, g, tp), cs in blocks]
-        llama4 = {model for _, model, _, _ in BEYOND_LLAMA4}
-        earlier = [c for c in cells if c["model"] not in llama4]  # the Llama 3 and Qwen3 blocks
+        moe = {(model, tp) for _, model, _, tp in BEYOND_MOE}
+        apart = [c for c in cells if (c["model"], c["tp"]) in moe]
+        earlier = [c for c in cells if (c["model"], c["tp"]) not in moe]  # the Llama 3 and Qwen3-30B blocks
         out["precisions"] = {p: medians([c for c in earlier if c["precision"] == p]) for p in ("fp8", "fp4")}
-        out["llama4"] = {p: medians([c for c in cells if c["model"] in llama4 and c["precision"] == p])
-                         for p in ("fp8", "fp4")}  # fmt: skip
+        out["moe"] = {p: medians([c for c in apart if c["precision"] == p]) for p in ("fp8", "fp4")}
     return out
 
 
@@ -418,7 +424,7 @@ def print_cells(cells: list[dict[str, Any]], by_block: bool) -> None:
     for b in s["blocks"]:
         print(f"{b['model']:14} {b['gpu']:9} {b['tp']:2} {b['n']:2} cells: " + _medians(b, "fitted"))
     print()
-    for name, group in (("", s["precisions"]), ("Llama 4 ", s["llama4"])):
+    for name, group in (("", s["precisions"]), ("Llama 4 and Qwen3-235B, ", s["moe"])):
         for p, m in group.items():
             signed = f"; median signed {m['signed_median']:+.1%}, {m['signed_held_out_median']:+.1%}"
             print(f"{name}{p.upper()}: {m['n']} cells: " + _medians(m, "with the fitted profile") + signed)
