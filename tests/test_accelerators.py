@@ -140,3 +140,23 @@ def test_search_takes_apple_parts_only_when_named() -> None:
     assert not set(everything.gpu) & set(APPLE)
     named = make_space({"gpu": "m4-max,h100-sxm"}, None, arch)
     assert named.gpu == ("m4-max", "h100-sxm")
+    assert all(not builtin_catalogue()[name].rented for name in APPLE)
+
+
+def test_a_users_rented_mac_joins_the_default_space(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """What leaves a part out of `all` is its price's kind, not its vendor: a Mac rented by
+    the hour, in the user's own file, is in; `rented` must be true or false."""
+    from ridgeline.models import get_model
+    from ridgeline.search.space import make_space
+
+    mac = tmp_path / "macs.toml"
+    mac.write_text(
+        "[rented-mac]\npeak_flops = { fp16 = 18.4e12 }\nbandwidth_bytes_per_s = 546e9\n"
+        'memory_bytes = 96e9\nvendor = "apple"\nprice_per_hour_usd = 1.2\n'
+    )
+    space = make_space({}, None, get_model("llama-3.2-1b"), str(mac))
+    assert "rented-mac" in space.gpu and "m4-max" not in space.gpu
+    mac.write_text(mac.read_text() + 'rented = "no"\n')
+    proc = run_cli("gpus", "--gpu-file", str(mac))
+    assert proc.returncode == 2
+    assert "rented-mac rented" in proc.stderr and "must be true or false" in proc.stderr

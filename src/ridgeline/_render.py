@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ridgeline._format import seconds, si
+from ridgeline.hardware import FALLBACK
 from ridgeline.points import RooflinePoints
 from ridgeline.predict import Estimate
 
@@ -113,11 +114,15 @@ def gpus(entries: dict[str, dict[str, Any]]) -> None:
     name_column(t, entries)
     for col in ("bf16", "fp8", "bandwidth", "memory", "interconnect", "ridge", "$/h"):
         t.add_column(col, justify="right")
+    marked = False
     for name, a in entries.items():
         peaks = a["peak_flops"]
         fp8 = peaks.get("fp8")
-        # a part without bf16 (V100, T4) runs bf16 maths at its fp16 rate: say which it is
-        half = si(peaks["bf16"], "FLOP/s") if "bf16" in peaks else si(peaks.get("fp16", 0.0), "FLOP/s") + "*"
+        # the rate bf16 maths runs at (the core's fallback): a part without bf16 (V100, T4)
+        # runs it at its fp16 rate, marked; a part with neither (a CPU's fp32) shows none
+        dtype = next((d for d in ("bf16", *FALLBACK["bf16"]) if d in peaks), None)
+        marked |= dtype not in (None, "bf16")
+        half = "–" if dtype is None else si(peaks[dtype], "FLOP/s") + ("" if dtype == "bf16" else "*")
         t.add_row(
             name,
             half,
@@ -128,7 +133,7 @@ def gpus(entries: dict[str, dict[str, Any]]) -> None:
             f"{a['ridge']:,.0f}",
             f"{a['price_per_hour_usd']:.2f}",
         )
-    if any("bf16" not in a["peak_flops"] for a in entries.values()):
+    if marked:
         t.caption = "* no bf16: its fp16 rate, which bf16 maths runs at"
     console.print(t)
 

@@ -18,14 +18,12 @@ WORTH_SAYING = 1.1  # the least speed-up a suggestion names: below it, it would 
 
 def _side(step: StepTime, m: Deployment) -> str:
     """Where the step sits against the ridge that decides its bound: the preset's effective
-    ridge, or under an engine profile the step's own, since its kernels reach a different
-    share of the peak at each shape (short matmuls, narrow experts): intensity x memory time
-    / compute time, above which the step is compute-bound."""
+    ridge, or under an engine profile the step's own (StepTime.ridge), since its kernels reach
+    a different share of the peak at each shape (short matmuls, narrow experts)."""
     i = float(step.intensity)
     ridge, named = m.effective_ridge, "the effective ridge of {ridge}"
-    compute_s = float(step.compute_s)
-    if m.engine is not None and compute_s > 0:
-        ridge = i * float(step.memory_s) / compute_s
+    if m.engine is not None and float(step.compute_s) > 0:
+        ridge = float(step.ridge)
         named = "the ridge of {ridge} that " + m.engine.label + "'s kernels reach on this step"
     ratio = i / ridge
     where = "above" if step.bound == "compute" else "below"

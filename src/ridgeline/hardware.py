@@ -70,6 +70,10 @@ class Accelerator:
     # (GB200's Grace runs PyTorch's host path about 2.75 times slower). An engine profile's
     # host work a step (EngineProfile.host_sequence_s) scales with it.
     host_overhead: float = 1.0
+    # Whether its price is an hourly rental (a cloud's), true unless stated; false where it is
+    # a purchase spread over hours (Apple's Macs), which `search` does not set beside rentals
+    # unless the part is named.
+    rented: bool = True
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -148,6 +152,7 @@ def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
             host_overhead=check_number(
                 f"{name} host_overhead in {where}", entry.get("host_overhead", 1.0), lo=0.1, hi=100.0
             ),
+            rented=check_flag(f"{name} rented in {where}", entry.get("rented", True)),
         )
     except KeyError as exc:
         raise RidgelineError(

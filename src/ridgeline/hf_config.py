@@ -107,8 +107,6 @@ def _windows(cfg: dict[str, Any], family: str, layers: int, where: str) -> tuple
     if family in ("gemma3", "gemma3_text"):
         pattern = _int(cfg, "sliding_window_pattern", where) or 6
         return tuple(0 if (i + 1) % pattern == 0 else window for i in range(layers))
-    if family in ("llama4", "llama4_text"):
-        return ()  # its chunked layers are read by _chunks
     if family in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe") and not cfg.get("use_sliding_window"):
         return ()
     return (window,) * layers
@@ -206,7 +204,6 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
                 expert_mlp=expert,
                 shared_expert_mlp=expert,  # one shared expert as wide as a routed one
                 dense_layers=layers - _moe_layers(cfg, layers, where),
-                windows=_chunks(cfg, layers, where),
             )
         elif family in ("deepseek_v2", "deepseek_v3", "glm4_moe"):
             shared = _int(cfg, "n_shared_experts", where)
@@ -249,7 +246,8 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
         vocab=vocab,
         tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
         max_context=context,
-        **({"windows": _windows(cfg, family, layers, where)} | fields),
+        windows=_chunks(cfg, layers, where) if llama4 else _windows(cfg, family, layers, where),
+        **fields,
     )
     validate(arch, where)
     mix = stored_mix(cfg.get("quantization_config"), arch, where)

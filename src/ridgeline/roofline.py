@@ -82,6 +82,14 @@ class StepTime:
     def bound(self) -> Num:
         return where(self.compute_s >= self.memory_s, "compute", "memory")
 
+    @property
+    def ridge(self) -> Num:
+        """The pass's own ridge: the intensity at which its compute and memory times would
+        meet at the rates its work reaches (intensity x memory time / compute time). Under
+        the presets it is the effective ridge; under an engine profile each shape reaches
+        its own shares of the peak, so the pass is compute-bound exactly when above it."""
+        return self.intensity * self.memory_s / self.compute_s
+
 
 def time_work(work: Work, m: Deployment, rates: Rates | None = None) -> StepTime:
     """Time one pass at the deployment's rates (`pass_rates`). Each pipeline stage runs on

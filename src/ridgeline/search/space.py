@@ -230,13 +230,6 @@ def dedupe(values: list[Any]) -> tuple[Any, ...]:
     return tuple(dict.fromkeys(values))
 
 
-def rented(acc: Any) -> bool:
-    """Whether `all` takes this accelerator: it has a price, and the price is a rental's. A
-    Mac's is its purchase spread over three years of hours, a different question from a
-    fleet's hourly bill, so Apple's parts enter the space only when named."""
-    return bool(acc.price_per_hour_usd > 0 and acc.vendor_name != "apple")
-
-
 def axis(name: str, raw: list[Any], where: str, known_gpus: dict[str, Any]) -> tuple[Any, ...]:
     """One axis's values, each checked; `where` names the flag or the file's key."""
     if len(raw) > MAX_VALUES:
@@ -262,7 +255,8 @@ def axis(name: str, raw: list[Any], where: str, known_gpus: dict[str, Any]) -> t
     values = [v.strip() for v in raw]
     if name == "gpu":
         if len(values) == 1 and values[0].lower() == "all":
-            return tuple(n for n, acc in known_gpus.items() if rented(acc))
+            # a price, and a rental's: a purchase spread over hours (a Mac's) enters when named
+            return tuple(n for n, acc in known_gpus.items() if acc.price_per_hour_usd > 0 and acc.rented)
         return dedupe([get_accelerator_name(v, known_gpus) for v in values])
     if name == "engine":
         if len(values) == 1 and values[0].lower() == "all":
