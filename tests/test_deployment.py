@@ -69,19 +69,22 @@ def test_the_per_op_method_reaches_simulate_on_the_command_line() -> None:
     assert sim["ttft_s"]["p50"] == pytest.approx(est["ttft_s"], rel=1e-9)
 
 
-@pytest.mark.parametrize(("tp", "ep"), [(2, 1), (4, 2), (8, 8)])
-def test_lesson_and_per_op_agree_under_expert_parallelism(tp: int, ep: int) -> None:
+@pytest.mark.parametrize(
+    ("tp", "ep", "dp"), [(2, 1, False), (4, 2, False), (8, 8, False), (4, 1, True), (8, 8, True)]
+)
+def test_lesson_and_per_op_agree_under_expert_parallelism(tp: int, ep: int, dp: bool) -> None:
     """Both methods split a pass over GPUs the same way (parallel.gpu_share); they differ only
     in accounting (embedding and lm_head, per-operator maxima, launches), within 15%, as
-    on a dense model. Before, Mixtral at --tp 4 --ep 2 gave 4.75 ms against 2.40 ms."""
-    kw = {"tp": tp, "ep": ep, "prompt": 2000, "output": 100}
+    on a dense model. Before, Mixtral at --tp 4 --ep 2 gave 4.75 ms against 2.40 ms. Under
+    data-parallel attention the embedding sits whole on every GPU."""
+    kw = {"tp": tp, "ep": ep, "dp_attention": dp, "prompt": 2000, "output": 100}
     lesson = estimate("mixtral-8x7b", **kw)
     per_op = estimate("mixtral-8x7b", method="per-op", **kw)
     assert per_op.tpot_s == pytest.approx(lesson.tpot_s, rel=0.15)
     assert per_op.ttft_s == pytest.approx(lesson.ttft_s, rel=0.15)
     # each GPU reads the same weight bytes either way (the per-op ledger reads only the
     # embedding rows it needs: 4,096 x 2 bytes instead of 32,000 x 4,096 x 2)
-    embedding = (32000 - 1) * 4096 * 2 / tp
+    embedding = (32000 - 1) * 4096 * 2 / (1 if dp else tp)
     assert per_op.decode.weight_bytes_per_gpu == pytest.approx(
         lesson.decode.weight_bytes_per_gpu - embedding, rel=1e-3
     )

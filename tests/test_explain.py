@@ -11,7 +11,9 @@ import re
 import pytest
 
 from ridgeline import estimate
+from ridgeline.memory import resident_weight_bytes
 
+DEEPSEEK_DP = {"model": "deepseek-v3", "tp": 8, "weights": "fp8", "dp_attention": True}
 CASES = [
     {},
     {"batch": 64, "prompt": 242, "output": 16},
@@ -21,6 +23,11 @@ CASES = [
     {"model": "llama-3.1-70b", "tp": 4, "pp": 2},
     {"model": "deepseek-v3", "tp": 8, "weights": "fp8"},
     {"model": "deepseek-v3", "tp": 8, "ep": 8, "weights": "fp8"},
+    DEEPSEEK_DP,
+    DEEPSEEK_DP | {"batch": 64, "engine": "sglang"},
+    # just below its ridge: 0.73x of it, not "1/1 of"
+    DEEPSEEK_DP
+    | {"gpu": "h200", "maths": "fp8", "engine": "sglang", "batch": 256, "prompt": 1000, "output": 1000},
     {"model": "gemma-2-9b", "prompt": 8000, "output": 100},
     {"model": "gemma-3-270m", "prompt": 16000, "output": 100},
     {"model": "llama-3.1-70b"},  # does not fit on one GPU
@@ -50,6 +57,8 @@ PREFILL = re.compile(
 
 def ratio_text(intensity: float, ridge: float) -> str:
     r = intensity / ridge
+    if 0.5 <= r < 1:
+        return f"{int(r * 100) / 100:.2f}x"
     return f"{r:.1f}x" if r >= 1 else f"1/{1 / r:.0f}"
 
 
@@ -103,6 +112,24 @@ def test_each_number_in_the_explanation_is_the_results_own(kwargs: dict) -> None
     if busiest:
         assert busiest[1] == f"{e.inputs['batch']}"
         assert busiest[2] == f"{e.parallel.busiest_expert_reads:.1f}"
+    dp = re.search(
+        r"each holds every weight but the routed experts \(([\d,.]+) GB\) and the whole cache of 1/(\d+) "
+        r"of the sequences, none of it replicated \(room for ([\d,]+) sequences\)"
+        r"(; at batch (\d+) the busiest GPU holds (\d+) of them and each step waits for it, "
+        r"([\d.]+)x the mean GPU's)?",
+        text,
+    )
+    assert bool(dp) == e.parallel.dp_attention
+    if dp:
+        weights, experts = resident_weight_bytes(e.deployment)
+        assert dp[1] == f"{(weights - experts) / 1e9:,.2f}"
+        assert dp[2] == f"{e.parallel.tp}"
+        assert dp[3] == f"{e.memory.max_batch:,}"
+        assert bool(dp[4]) == (e.parallel.busiest_attention >= 1.1)
+        if dp[4]:
+            assert dp[5] == f"{e.inputs['batch']}"
+            assert int(dp[6]) == -(-e.inputs["batch"] // e.parallel.tp)
+            assert dp[7] == f"{e.parallel.busiest_attention:.1f}"
     if m := re.search(r"int4-g128 weights would make each step ([\d.]+)x faster", text):
         int4 = estimate(**(kwargs | {"weights": "int4-g128"}))
         assert m[1] == f"{e.decode.time_s / int4.decode.time_s:.1f}"

@@ -49,6 +49,14 @@ def maximum(a: Num, b: Num) -> Num:
     return max(a, b)
 
 
+def ceil(x: Num) -> Num:
+    if _is_array(x):
+        import numpy as np
+
+        return np.ceil(x)
+    return math.ceil(x)
+
+
 def clip(x: Num, lo: Num, hi: Num) -> Num:
     return minimum(maximum(x, lo), hi)
 

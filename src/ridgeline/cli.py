@@ -45,6 +45,7 @@ def estimate(
     tp: int = o.TP,
     pp: int = o.PP,
     ep: int = o.EP,
+    dp_attention: bool = o.DP_ATTENTION,
     preset: str = o.PRESET,
     compute_eff: float | None = o.COMPUTE_EFF,
     bandwidth_eff: float | None = o.BANDWIDTH_EFF,
@@ -64,7 +65,8 @@ def estimate(
     from ridgeline.predict import estimate_on
 
     d = deployment(
-        model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep, preset=preset,
+        model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep,
+        dp_attention=dp_attention, preset=preset,
         compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
         method=method, engine=engine, peak_tflops=peak_tflops, bandwidth_tbs=bandwidth_tbs,
         memory_gb=memory_gb,
@@ -109,6 +111,7 @@ def ops_command(
     tp: int = o.TP,
     pp: int = o.PP,
     ep: int = o.EP,
+    dp_attention: bool = o.DP_ATTENTION,
     preset: str = o.PRESET,
     compute_eff: float | None = o.COMPUTE_EFF,
     bandwidth_eff: float | None = o.BANDWIDTH_EFF,
@@ -124,7 +127,8 @@ def ops_command(
     check_size("--prompt-tokens", prompt)
     check_size("--batch", batch)
     d = deployment(
-        model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep, preset=preset,
+        model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep,
+        dp_attention=dp_attention, preset=preset,
         compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
         engine=engine,
     )  # fmt: skip

@@ -60,6 +60,7 @@ class Deployment:
         tp: int = 1,
         pp: int = 1,
         ep: int = 1,
+        dp_attention: bool = False,
         preset: str = "lesson",
         compute_eff: float | None = None,
         bandwidth_eff: float | None = None,
@@ -89,7 +90,7 @@ class Deployment:
         # The same parts and choices as a deployment built and checked before: that one.
         key: tuple[Any, ...] | None = None
         if calibration is None:
-            sizes = (type(tp), tp, type(pp), pp, type(ep), ep)
+            sizes = (type(tp), tp, type(pp), pp, type(ep), ep, bool(dp_attention))
             effs = (type(compute_eff), compute_eff, type(bandwidth_eff), bandwidth_eff)
             key = (id(arch), id(hw), id(engine), weights, maths, kv_dtype, *sizes, preset, method, *effs)
             built = _BUILT.get(key)
@@ -103,7 +104,7 @@ class Deployment:
         hw.peak(prec.maths)  # fail early when the accelerator lacks this maths dtype
         for name, value in (("--tp", tp), ("--pp", pp), ("--ep", ep)):
             check_size(name, value, maximum=1 << 16)
-        par = make_parallel(arch, tp, pp, ep)
+        par = make_parallel(arch, tp, pp, ep, bool(dp_attention))
         eff = make_efficiency(preset, compute_eff, bandwidth_eff)
         source = None
         if calibration is not None:

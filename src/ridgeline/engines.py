@@ -283,6 +283,7 @@ class EngineProfile:
             kv_write_bytes=work.kv_write_bytes,
             expert_weight_bytes=work.expert_weight_bytes,
             expert_flops=work.expert_flops,
+            sequences=work.sequences,
         )
 
     def dequant_factor(self, fmt: str, maths: str, async_mma: bool = False) -> float:

@@ -3,11 +3,12 @@ from the estimate's own numbers."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
 from ridgeline.deployment import Deployment
-from ridgeline.memory import MemoryPlan
+from ridgeline.memory import MemoryPlan, resident_weight_bytes
 from ridgeline.precision import Precision
 from ridgeline.request import Timeline
 from ridgeline.roofline import StepTime
@@ -28,6 +29,8 @@ def _side(step: StepTime, m: Deployment) -> str:
     ratio = i / ridge
     where = "above" if step.bound == "compute" else "below"
     times = f"{ratio:.1f}x" if ratio >= 1 else f"1/{1 / ratio:.0f} of"
+    if 0.5 <= ratio < 1:  # not "1/1 of" just below it: hundredths, rounded down
+        times = f"{math.floor(ratio * 100) / 100:.2f}x"
     return f"{i:,.1f} FLOPs per byte, {times} {named.format(ridge=f'{ridge:,.0f}')} ({where} it)"
 
 
@@ -39,6 +42,7 @@ def explain(
     batch: int,
     busiest_reads: float = 1.0,
     unmeasured: Sequence[str] = (),
+    busiest_attention: float = 1.0,
 ) -> list[str]:
     gpu = m.hw.name
     lines = [
@@ -67,12 +71,35 @@ def explain(
             f"busiest reads {busiest_reads:.1f}x the mean GPU's routed experts and the step waits for it, "
             "where tensor parallelism alone slices every expert evenly."
         )
+    if m.par.dp_attention:
+        lines.append(_dp_attention(m, mem, batch, busiest_attention))
     if unmeasured and m.engine is not None:
         lines.append(
             f"{m.engine.label}'s profile keeps its priors for {', '.join(unmeasured)}: no published "
             "run in the corpus moved them, so its band, made of other runs, may be too narrow."
         )
     return lines
+
+
+def _dp_attention(m: Deployment, mem: MemoryPlan, batch: int, busiest: float) -> str:
+    """What data-parallel attention buys (a cache with nothing replicated, and no all-reduce
+    outside the experts) and costs (every weight but the routed experts on every GPU, and
+    the busiest GPU's share of the sequences)."""
+    tp = m.par.tp
+    weights, experts = resident_weight_bytes(m)
+    held = (weights - experts) / m.par.pp
+    line = (
+        f"Attention runs data-parallel over the {tp} GPUs: each holds every weight but the routed "
+        f"experts ({held / 1e9:,.2f} GB) and the whole cache of 1/{tp} of the sequences, none of it "
+        f"replicated (room for {mem.max_batch:,} sequences)"
+    )
+    if busiest < WORTH_SAYING:
+        return line + "."
+    return (
+        line + f"; at batch {batch} the busiest GPU holds {math.ceil(batch / tp)} of them and each "
+        f"step waits for it, {busiest:.1f}x the mean GPU's work outside the experts: data-parallel "
+        "attention pays at large batches, not at small ones."
+    )
 
 
 def _advice(

@@ -39,6 +39,7 @@ class Work:
     kv_write_bytes: Num
     expert_weight_bytes: Num = 0.0  # the routed experts' part of weight_bytes (MoE)
     expert_flops: Num = 0.0  # the routed experts' part of linear_flops (MoE)
+    sequences: Num = 1  # the sequences the pass's tokens belong to (those it samples)
 
     @property
     def flops(self) -> Num:
@@ -134,9 +135,9 @@ def work_of(arch: Architecture, prec: Precision, p: Pass) -> Work:
     """The work of a pass described by its totals (a mixed step of the simulator too)."""
     layers = arch.group_layers
     if len(layers) == 1:  # one window group: each sum over the groups is its one product
-        return _work(arch, prec, p.tokens, layers[0] * p.pairs[0], layers[0] * p.cached[0])
+        return _work(arch, prec, p.tokens, layers[0] * p.pairs[0], layers[0] * p.cached[0], p.carried)
     pairs, cached = zip(layers, p.pairs, strict=True), zip(layers, p.cached, strict=True)
-    return _work(arch, prec, p.tokens, _over_layers(pairs), _over_layers(cached))
+    return _work(arch, prec, p.tokens, _over_layers(pairs), _over_layers(cached), p.carried)
 
 
 def work_from_totals(
@@ -159,9 +160,11 @@ def _over_layers(groups: Iterable[tuple[int, Num]]) -> Num:
     return sum(terms, next(terms))
 
 
-def _work(arch: Architecture, prec: Precision, tokens: Num, layer_pairs: Num, layer_cached: Num) -> Work:
-    """A pass of T tokens that attends `layer_pairs` (query, key) pairs and reads
-    `layer_cached` cached tokens, each summed over the layers."""
+def _work(
+    arch: Architecture, prec: Precision, tokens: Num, layer_pairs: Num, layer_cached: Num, sequences: Num = 1
+) -> Work:
+    """A pass of T tokens over `sequences` sequences that attends `layer_pairs` (query, key)
+    pairs and reads `layer_cached` cached tokens, each summed over the layers."""
     kv_per_layer = arch.kv_elements_per_token_per_layer * prec.kv_bytes_per_element
     expert_weight_bytes = expert_bytes_read(arch, prec, tokens)
     expert_flops = 0.0  # a dense model's, whatever its tokens: a plain 0, never an array of them
@@ -176,6 +179,7 @@ def _work(arch: Architecture, prec: Precision, tokens: Num, layer_pairs: Num, la
         kv_write_bytes=kv_bytes_per_token(arch, prec) * tokens,
         expert_weight_bytes=expert_weight_bytes,
         expert_flops=expert_flops,
+        sequences=sequences,
     )
 
 
@@ -197,6 +201,13 @@ class Pass:
     pairs: tuple[Num, ...]
     cached: tuple[Num, ...]
     sampled: Num
+    sequences: Num | None = None  # the sequences its tokens belong to, when more than it samples
+
+    @property
+    def carried(self) -> Num:
+        """The sequences the pass carries: those it samples, unless said otherwise (a prefill
+        chunk that does not finish its prompt samples nothing)."""
+        return self.sampled if self.sequences is None else self.sequences
 
 
 def uniform(arch: Architecture, new_tokens: Num, context: Num = 0, batch: Num = 1) -> Pass:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from ridgeline.deployment import Deployment
 from ridgeline.ledger import kv_bytes, kv_bytes_per_token, model_weight_bytes, weight_bytes_per_param
-from ridgeline.parallel import Parallel, gpu_share, kv_share_per_gpu, make_parallel
+from ridgeline.parallel import gpu_share, kv_share_per_gpu, make_parallel
 from ridgeline.precision import Precision
 
 GPU_MEMORY_UTILIZATION = 0.9
@@ -188,10 +188,10 @@ def suggestions(
     for weights in options:
         for tp in (1, 2, 4, 8):
             try:
-                par = make_parallel(m.arch, tp, m.par.pp, m.par.ep)
+                par = make_parallel(m.arch, tp, m.par.pp, m.par.ep, m.par.dp_attention and tp > 1)
             except ValueError:
                 continue
-            trial = replace(m, prec=replace(m.prec, weights=weights), par=Parallel(par.tp, par.pp, par.ep))
+            trial = replace(m, prec=replace(m.prec, weights=weights), par=par)
             p = plan(trial, context, batch, utilization, overhead_bytes, suggest=False)
             if p.serves:
                 found.append(Suggestion(weights, tp, tp * m.par.pp, p.max_batch))

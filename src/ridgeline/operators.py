@@ -62,6 +62,7 @@ class _At:
 
     m: Deployment
     rates: Rates
+    sequences: Num = 1  # the pass's sequences (data-parallel attention's balance)
 
 
 def _row(
@@ -85,9 +86,11 @@ def _row(
         weight_bytes=weight_bytes,
         expert_weight_bytes=weight_bytes if routed else 0.0,
         expert_flops=flops if routed else 0.0,
+        attention_flops=flops if name == ATTENTION else 0.0,
         kv_bytes=kv_bytes,
         other_bytes=act_bytes,
         tokens=experts,
+        sequences=at.sequences,
     )
     pp = m.par.pp
     flops_per_s = r.attention_flops_per_s if name == ATTENTION else r.linear_flops_per_s
@@ -119,7 +122,7 @@ def operator_rows(m: Deployment, p: Pass) -> list[OpRow]:
     """The ledger of one pass (step.Pass: its tokens, pairs and cached tokens by window
     group, and the tokens it samples)."""
     a, prec = m.arch, m.prec
-    at = _At(m, pass_rates(m, p.tokens, p.sampled))
+    at = _At(m, pass_rates(m, p.tokens, p.sampled), p.carried)
     t = p.tokens * 1.0
     h, layers = a.hidden, a.layers
     act, wb = prec.activation_bytes, weight_bytes_per_param(a, prec)

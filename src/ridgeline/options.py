@@ -78,6 +78,11 @@ class Shared:
     TP = option(1, "--tp", help="Tensor-parallel GPUs (per replica).")
     PP = option(1, "--pp", help="Pipeline-parallel stages (per replica).")
     EP = option(1, "--ep", help="Expert-parallel GPUs (MoE).")
+    DP_ATTENTION = option(
+        False,
+        "--dp-attention",
+        help="Attention data-parallel over the --tp GPUs: each holds all its weights, 1/tp of the sequences.",
+    )
     PRESET = option(
         "lesson", "--preset", help="ideal (the film, 100%) or lesson (60% FLOP/s, 80% bandwidth)."
     )
@@ -225,6 +230,7 @@ def deployment(
     tp: int = 1,
     pp: int = 1,
     ep: int = 1,
+    dp_attention: bool = False,
     preset: str = "lesson",
     compute_eff: float | None = None,
     bandwidth_eff: float | None = None,
@@ -240,8 +246,8 @@ def deployment(
     from ridgeline.deployment import Deployment
 
     return Deployment.build(
-        model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep, preset=preset,
-        compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
-        method=method, engine=engine, peak_tflops=peak_tflops, bandwidth_tbs=bandwidth_tbs,
-        memory_gb=memory_gb,
+        model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep,
+        dp_attention=dp_attention, preset=preset, compute_eff=compute_eff, bandwidth_eff=bandwidth_eff,
+        gpu_file=gpu_file, calibration=calibration, method=method, engine=engine, peak_tflops=peak_tflops,
+        bandwidth_tbs=bandwidth_tbs, memory_gb=memory_gb,
     )  # fmt: skip

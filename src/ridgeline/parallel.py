@@ -12,10 +12,21 @@ over E of the TP GPUs, whole experts on each in place of a slice of every one. A
 is tensor-parallel, so every GPU of the group already holds every token: each runs its
 own experts on the tokens routed to them, and their outputs add in the all-reduce that
 ends the MoE layer under TP too (vLLM's --enable-expert-parallel, SGLang's --ep-size and
-TensorRT-LLM's --ep_size without attention data parallelism). EP adds no collective; an
-all-to-all dispatch is what data-parallel attention needs, which is not modelled. What EP
-does cost is the busiest GPU: each holds whole experts, so a step waits for the GPU whose
+TensorRT-LLM's --ep_size without attention data parallelism). EP adds no collective. What
+EP does cost is the busiest GPU: each holds whole experts, so a step waits for the GPU whose
 experts the step's tokens hit most (expert_load), where TP slices every expert evenly.
+
+Data-parallel attention (TensorRT-LLM's enable_attention_dp; vLLM's --data-parallel-size
+with --enable-expert-parallel; SGLang's --enable-dp-attention with --dp equal to --tp) keeps
+a MoE model's routed experts split over the tp GPUs and runs everything else whole on each:
+every GPU holds all the attention, dense-MLP, shared-expert, embedding and lm_head weights
+(TensorRT-LLM replicates all of them; SGLang and vLLM keep some dense parts sliced) and the
+whole KV heads of its own 1/tp of the sequences. Nothing is replicated in the cache (an MLA
+latent or a few KV heads no longer sit on every rank), and only the experts talk: the
+tokens are gathered before each MoE layer and scattered after it, (tp-1)/tp of the pass's
+activations each way, where TP all-reduces twice a layer. The price is balance: a pass's
+sequences sit whole on their GPUs, so all but the experts wait for the GPU with the most of
+them (attention_load); one sequence alone runs on one GPU while the others wait.
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ import math
 from dataclasses import dataclass
 from functools import cache
 
-from ridgeline._num import Num, maximum, minimum
+from ridgeline._num import Num, ceil, maximum, minimum
 from ridgeline.architecture import Architecture
 from ridgeline.errors import RidgelineError
 from ridgeline.hardware import Accelerator
@@ -36,11 +47,13 @@ COLLECTIVE_LATENCY_S = 8e-6  # per all-reduce or hand-off: launch plus link late
 
 @dataclass(frozen=True)
 class Parallel:
-    """Tensor, pipeline and expert parallelism: tp x pp GPUs a replica."""
+    """Tensor, pipeline and expert parallelism: tp x pp GPUs a replica; with
+    `dp_attention`, attention data-parallel over the tp GPUs."""
 
     tp: int = 1
     pp: int = 1
     ep: int = 1
+    dp_attention: bool = False
 
     @property
     def gpus(self) -> int:
@@ -53,16 +66,28 @@ class Parallel:
         return (self.pp - 1) / self.pp
 
 
-def make_parallel(arch: Architecture, tp: int = 1, pp: int = 1, ep: int = 1) -> Parallel:
+def make_parallel(
+    arch: Architecture, tp: int = 1, pp: int = 1, ep: int = 1, dp_attention: bool = False
+) -> Parallel:
     for name, value in (("--tp", tp), ("--pp", pp), ("--ep", ep)):
         if value < 1:
             raise RidgelineError(f"{name} must be a positive integer, got {value}")
-    if arch.heads % tp:
+    if dp_attention:  # attention runs whole on every GPU: its heads are not split
+        if not arch.is_moe:
+            raise RidgelineError(
+                f"--dp-attention splits only a MoE model's experts; for {arch.name}, which is dense, "
+                "it is plain data parallelism: serve --tp 1 replicas (ridgeline simulate --replicas)"
+            )
+        if tp == 1:
+            raise RidgelineError(
+                "--dp-attention spreads the sequences over the --tp GPUs: give --tp 2 or more"
+            )
+    elif arch.heads % tp:
         raise RidgelineError(
             f"--tp {tp} does not divide {arch.name}'s {arch.heads} attention heads: "
             f"choose a divisor of {arch.heads}"
         )
-    if tp > arch.kv_heads and tp % arch.kv_heads and not arch.is_mla:
+    elif tp > arch.kv_heads and tp % arch.kv_heads and not arch.is_mla:
         raise RidgelineError(
             f"--tp {tp} cannot replicate {arch.name}'s {arch.kv_heads} KV heads evenly: "
             f"choose a multiple or divisor of {arch.kv_heads}"
@@ -75,11 +100,14 @@ def make_parallel(arch: Architecture, tp: int = 1, pp: int = 1, ep: int = 1) -> 
         raise RidgelineError(
             f"--ep {ep} must divide the {arch.experts} experts and not exceed the {tp * pp} GPUs"
         )
-    return Parallel(tp, pp, ep)
+    return Parallel(tp, pp, ep, dp_attention)
 
 
 def kv_share_per_gpu(arch: Architecture, par: Parallel) -> float:
-    """Fraction of one sequence's KV cache each GPU holds."""
+    """Fraction of one sequence's KV cache each GPU holds, on average over the sequences:
+    under data-parallel attention a sequence sits whole on one of the tp GPUs."""
+    if par.dp_attention:
+        return 1.0 / par.tp / par.pp
     if arch.is_mla:
         return 1.0 / par.pp  # the latent is not split by heads: every TP rank keeps it
     return max(arch.kv_heads, par.tp) / arch.kv_heads / par.tp / par.pp
@@ -120,6 +148,18 @@ def expert_load(arch: Architecture, par: Parallel, tokens: Num) -> tuple[Num, Nu
     return reads, rows
 
 
+def attention_load(par: Parallel, sequences: Num) -> Num:
+    """The busiest GPU's share of a pass's work outside the routed experts over the mean
+    GPU's, for a pass over `sequences` sequences: 1 but under data-parallel attention, where
+    each sequence sits whole on one of the tp GPUs and the busiest holds ceil(S / tp) of
+    them: tp for one sequence alone (it runs on one GPU while the others wait), 1 when tp
+    divides S."""
+    if not par.dp_attention:
+        return 1.0
+    s = maximum(sequences, 1)
+    return ceil(s / par.tp) * par.tp / s
+
+
 @dataclass  # made per pass, may hold arrays: plain (see _num.Num)
 class GpuShare:
     """One GPU's part of a pass: a GPU of one pipeline stage (the pass visits pp stages in
@@ -130,6 +170,7 @@ class GpuShare:
     kv_bytes: Num
     other_bytes: Num = 0.0  # activations, where a ledger counts them
     expert_flops: Num = 0.0  # the routed experts' part of flops (the busiest GPU's under EP)
+    attention_flops: Num = 0.0  # attention's scores and values, part of flops
 
     @property
     def bytes(self) -> Num:
@@ -144,34 +185,49 @@ def gpu_share(
     weight_bytes: Num,
     expert_weight_bytes: Num = 0.0,
     expert_flops: Num = 0.0,
+    attention_flops: Num = 0.0,
     kv_bytes: Num = 0.0,
     other_bytes: Num = 0.0,
     tokens: Num | None = None,
+    sequences: Num = 1,
 ) -> GpuShare:
     """The one place where work splits over GPUs. FLOPs, activations and the dense weights
     split tp x pp ways; a MoE model's routed experts (`expert_weight_bytes` and
     `expert_flops`, parts of `weight_bytes` and `flops`) split over ep GPUs (over tp without
     --ep), and for a pass of `tokens` the share is the busiest EP GPU's (expert_load); the
     KV cache splits by KV heads (replicated beyond them, and the MLA latent sits on every
-    TP rank). Without `tokens` (what a GPU holds, not what a pass reads) the split is even."""
+    TP rank). Without `tokens` (what a GPU holds, not what a pass reads) the split is even.
+    `attention_flops` (attention's scores and values, part of `flops`) split as the rest.
+    Under data-parallel attention every weight but the routed experts sits whole on each
+    GPU, and the work but the experts' (the KV cache's reads among it) is the busiest GPU's
+    (attention_load) of a pass over `sequences` sequences."""
     gpus = par.tp * par.pp
     expert_gpus = (par.ep if par.ep > 1 else par.tp) * par.pp
+    dense_gpus = par.pp if par.dp_attention else gpus  # what the weights but the experts split over
+    load = attention_load(par, sequences)  # 1 but under data-parallel attention
     reads, rows = (1.0, 1.0) if tokens is None else expert_load(arch, par, tokens)
     experts = expert_flops / gpus * rows
     return GpuShare(
-        flops=(flops - expert_flops) / gpus + experts,
-        weight_bytes=(weight_bytes - expert_weight_bytes) / gpus + expert_weight_bytes / expert_gpus * reads,
-        kv_bytes=kv_bytes * kv_share_per_gpu(arch, par),
-        other_bytes=other_bytes / gpus,
+        flops=(flops - expert_flops) / gpus * load + experts,
+        weight_bytes=(weight_bytes - expert_weight_bytes) / dense_gpus
+        + expert_weight_bytes / expert_gpus * reads,
+        kv_bytes=kv_bytes * kv_share_per_gpu(arch, par) * load,
+        other_bytes=other_bytes / gpus * load,
         expert_flops=experts,
+        attention_flops=attention_flops / gpus * load,
     )
 
 
 def comm_bytes_per_gpu(arch: Architecture, prec: Precision, tokens: Num, par: Parallel) -> Num:
-    """Bytes each GPU sends in one pass: TP all-reduces and PP hand-offs (EP adds none)."""
+    """Bytes each GPU sends in one pass: TP all-reduces and PP hand-offs (EP adds none).
+    A layer under TP ends its attention and its MLP in an all-reduce, 2(tp-1)/tp of the
+    activations each; under data-parallel attention only a MoE layer talks, gathering the
+    tokens before its experts and scattering them after, (tp-1)/tp each."""
     act = tokens * arch.hidden * prec.activation_bytes
     total: Num = 0.0
-    if par.tp > 1:
+    if par.dp_attention:
+        total = 2 * arch.moe_layers * act * (par.tp - 1) / par.tp
+    elif par.tp > 1:
         total = total + 2 * arch.layers * act * 2 * (par.tp - 1) / par.tp
     if par.pp > 1:
         total = total + (par.pp - 1) * act
@@ -180,7 +236,9 @@ def comm_bytes_per_gpu(arch: Architecture, prec: Precision, tokens: Num, par: Pa
 
 def collectives_per_pass(arch: Architecture, par: Parallel) -> int:
     n = 0
-    if par.tp > 1:
+    if par.dp_attention:  # a gather and a scatter around each MoE layer's experts
+        n += 2 * arch.moe_layers
+    elif par.tp > 1:
         n += 2 * arch.layers
     if par.pp > 1:
         n += par.pp - 1

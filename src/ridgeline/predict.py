@@ -16,7 +16,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.errors import RidgelineError
 from ridgeline.hardware import Accelerator
 from ridgeline.ledger import TRAINING_BYTES_PER_PARAM, training_flops_per_token
-from ridgeline.parallel import expert_load
+from ridgeline.parallel import attention_load, expert_load
 from ridgeline.request import Timeline, request_timeline
 from ridgeline.roofline import StepTime
 
@@ -116,6 +116,9 @@ class ParallelInfo:
     decode_comm_share: float  # communication's share of the first decode step
     # the busiest EP GPU's routed-expert reads over the mean GPU's in a decode step (1 without EP)
     busiest_expert_reads: float = 1.0
+    dp_attention: bool = False  # attention data-parallel over the tp GPUs
+    # the busiest GPU's attention over the mean GPU's in a decode step (1 but under dp_attention)
+    busiest_attention: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,7 @@ class Estimate:
             "tp": m.par.tp,
             "pp": m.par.pp,
             "ep": m.par.ep,
+            "dp_attention": m.par.dp_attention,
             "preset": m.preset,
             "calibration": m.calibration,
             "engine": m.engine.name if m.engine else None,
@@ -237,7 +241,10 @@ class Estimate:
         par, first = self.deployment.par, self.timeline.first_decode
         share = float(first.comm_s) / float(first.time_s)
         reads = float(expert_load(self.deployment.arch, par, self.batch)[0])
-        return ParallelInfo(par.tp, par.pp, par.ep, par.gpus, par.pipeline_bubble, share, reads)
+        busiest = float(attention_load(par, self.batch))
+        return ParallelInfo(
+            par.tp, par.pp, par.ep, par.gpus, par.pipeline_bubble, share, reads, par.dp_attention, busiest
+        )
 
     @cached_property
     def training(self) -> Training:
@@ -273,6 +280,7 @@ class Estimate:
             self.batch,
             self.parallel.busiest_expert_reads,
             self.unmeasured or [],
+            self.parallel.busiest_attention,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -320,6 +328,7 @@ def estimate(
     tp: int = 1,
     pp: int = 1,
     ep: int = 1,
+    dp_attention: bool = False,
     preset: str = "lesson",
     compute_eff: float | None = None,
     bandwidth_eff: float | None = None,
@@ -334,7 +343,8 @@ def estimate(
     """Estimate one request (or `batch` identical ones) end to end. `output` counts decode
     steps: the prefill emits the first token, then each step one more."""
     d = Deployment.build(
-        model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep, preset=preset,
+        model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep,
+        dp_attention=dp_attention, preset=preset,
         compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
         method=method, engine=engine,
     )  # fmt: skip

@@ -106,8 +106,10 @@ def time_work(work: Work, m: Deployment, rates: Rates | None = None) -> StepTime
         weight_bytes=work.weight_bytes,
         expert_weight_bytes=work.expert_weight_bytes,
         expert_flops=work.expert_flops,
+        attention_flops=work.attention_flops,
         kv_bytes=work.kv_read_bytes + work.kv_write_bytes,
         tokens=work.tokens,
+        sequences=work.sequences,
     )
     attention_s: Num = 0.0
     one_rate = r.linear_flops_per_s is r.attention_flops_per_s is r.expert_flops_per_s
@@ -115,9 +117,13 @@ def time_work(work: Work, m: Deployment, rates: Rates | None = None) -> StepTime
         compute_s = par.pp * share.flops / r.linear_flops_per_s
     else:  # each kind of arithmetic at its own rate
         expert_rate = r.linear_flops_per_s if r.expert_flops_per_s is None else r.expert_flops_per_s
-        dense_s = (work.linear_flops - work.expert_flops) / gpus / r.linear_flops_per_s
+        if par.dp_attention:  # the busiest GPU's work outside the experts
+            dense_s = (share.flops - share.expert_flops - share.attention_flops) / r.linear_flops_per_s
+            attention_s = par.pp * share.attention_flops / r.attention_flops_per_s
+        else:
+            dense_s = (work.linear_flops - work.expert_flops) / gpus / r.linear_flops_per_s
+            attention_s = par.pp * work.attention_flops / gpus / r.attention_flops_per_s
         expert_s = share.expert_flops / expert_rate
-        attention_s = par.pp * work.attention_flops / gpus / r.attention_flops_per_s
         compute_s = par.pp * (dense_s + expert_s) + attention_s
     weight_s = par.pp * share.weight_bytes / r.weight_bytes_per_s
     kv_s = par.pp * share.kv_bytes / r.kv_bytes_per_s

@@ -13,6 +13,7 @@ from ridgeline.options import (
     BANDWIDTH_EFF,
     CALIBRATION,
     COMPUTE_EFF,
+    DP_ATTENTION,
     ENGINE,
     EP,
     GPU,
@@ -333,6 +334,7 @@ def compare(
     tp: int = TP,
     pp: int = PP,
     ep: int = EP,
+    dp_attention: bool = DP_ATTENTION,
     preset: str = PRESET,
     compute_eff: Optional[float] = COMPUTE_EFF,
     bandwidth_eff: Optional[float] = BANDWIDTH_EFF,
@@ -353,6 +355,7 @@ def compare(
     folder = _plot_folder(plot) if plot else None
     m, recs = _machine(
         results, model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep,
+        dp_attention=dp_attention,
         preset=preset, compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file,
         calibration=calibration, method=method, engine=engine,
     )  # fmt: skip
@@ -380,6 +383,7 @@ def fit(
     tp: int = TP,
     pp: int = PP,
     ep: int = EP,
+    dp_attention: bool = DP_ATTENTION,
     preset: str = PRESET,
     gpu_file: Optional[str] = GPU_FILE,
     method: str = METHOD,
@@ -420,6 +424,7 @@ def fit(
         raise RidgelineError(f"--out {str(path)!r}: an engine profile is TOML; name it .toml")
     m, recs = _machine(
         results, model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep,
+        dp_attention=dp_attention,
         preset=preset, gpu_file=gpu_file, method=method,
     )  # fmt: skip
     result = run(m, recs, served=base is not None)

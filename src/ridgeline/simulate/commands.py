@@ -55,6 +55,7 @@ def simulate(
     tp: int = o.TP,
     pp: int = o.PP,
     ep: int = o.EP,
+    dp_attention: bool = o.DP_ATTENTION,
     preset: str = o.PRESET,
     compute_eff: float | None = o.COMPUTE_EFF,
     bandwidth_eff: float | None = o.BANDWIDTH_EFF,
@@ -101,7 +102,8 @@ def simulate(
     if out:
         out_files.check_out_path(out)
     d = deployment(
-        model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep, preset=preset,
+        model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep,
+        dp_attention=dp_attention, preset=preset,
         compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
         method=method, engine=engine,
     )  # fmt: skip
@@ -153,6 +155,7 @@ def plan(
     tp: int = o.TP,
     pp: int = o.PP,
     ep: int = o.EP,
+    dp_attention: bool = o.DP_ATTENTION,
     preset: str = o.PRESET,
     compute_eff: float | None = o.COMPUTE_EFF,
     bandwidth_eff: float | None = o.BANDWIDTH_EFF,
@@ -238,7 +241,8 @@ def plan(
             "plan finds the highest rate inside an SLO: give --slo-ttft-p99, --slo-tpot-p99 or --slo-e2e-p99"
         )
     shared: dict[str, Any] = dict(
-        maths=maths, kv_dtype=kv_dtype, pp=pp, ep=ep, preset=preset, compute_eff=compute_eff,
+        maths=maths, kv_dtype=kv_dtype, pp=pp, ep=ep, dp_attention=dp_attention,
+        preset=preset, compute_eff=compute_eff,
         bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration, method=method, engine=engine,
     )  # fmt: skip
     deployments = [  # bad names fail here, before any simulation

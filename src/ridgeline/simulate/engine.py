@@ -408,6 +408,9 @@ class Engine:
             raise RuntimeError("an engine step with no tokens to run: a scheduling bug")
         target = self.reqs.target
         tokens = sampled = n  # sampled: one per decoder, and one per prefill the step finishes
+        # the sequences the step's GPUs can share out under data-parallel attention, where each
+        # GPU draws its own requests: the running ones and those waiting to start
+        spread = n + len(chunks) + len(self.waiting)
         if model.global_only:
             pairs = cached = 0.0
             if n:
@@ -432,7 +435,7 @@ class Engine:
                 if self.host_per_seq and self.host_per_seq * sampled > dt:  # the host's work, the floor
                     dt = self.host_per_seq * sampled
             else:
-                dt = model.time_s(tokens, [pairs], [cached], sampled)
+                dt = model.time_s(tokens, [pairs], [cached], sampled, spread)
             self.record(dt, 1, tokens, pairs, cached)
         else:
             if decode:
@@ -446,7 +449,7 @@ class Engine:
                 for g, w in enumerate(model.windows):
                     group_pairs[g] += attended_pairs(new, c, w)
                     group_cached[g] += cached_tokens(c, w)
-            dt = model.time_s(tokens, group_pairs, group_cached, sampled)
+            dt = model.time_s(tokens, group_pairs, group_cached, sampled, spread)
             self.record_groups(dt, tokens, group_pairs, group_cached)
         self.planned = self.t
         t1 = self.t + dt

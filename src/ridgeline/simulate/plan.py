@@ -421,6 +421,8 @@ def capacity(
             "weights": m.prec.weights,
             "tp": m.par.tp,
             "pp": m.par.pp,
+            "ep": m.par.ep,
+            "dp_attention": m.par.dp_attention,
             "gpus_per_replica": m.par.gpus,
             "kv_tokens": res.kv.tokens,
         },

@@ -286,6 +286,8 @@ def summarize_run(
             "kv_dtype": m.prec.kv,
             "tp": m.par.tp,
             "pp": m.par.pp,
+            "ep": m.par.ep,
+            "dp_attention": m.par.dp_attention,
             "gpus_per_replica": m.par.gpus,
             "replicas": replicas,
             "router": router,

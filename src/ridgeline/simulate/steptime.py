@@ -74,16 +74,22 @@ class StepModel:
         self.host_per_seq = float(self.core(1, zeros, zeros, PROBE).host_s) / PROBE
         # The affine reading holds for the lesson's one roofline a pass; the per-op method's
         # sum of maxima has no such form, so every step goes to the core.
-        self.exact = m.method == "lesson" and self._reproduces_core()
+        # Data-parallel attention waits for the GPU with the most sequences: a ceiling, no line.
+        self.exact = m.method == "lesson" and not m.par.dp_attention and self._reproduces_core()
 
     def core(
-        self, tokens: float, pairs: list[float], cached: list[float], sampled: float | None = None
+        self,
+        tokens: float,
+        pairs: list[float],
+        cached: list[float],
+        sampled: float | None = None,
+        sequences: float | None = None,
     ) -> StepTime:
         """The core's price of a step with these totals (step.price, by the deployment's
-        method); `sampled` tokens go through the lm_head (the per-op ledger counts them)."""
-        return step.price(
-            self.m, step.Pass(tokens, tuple(pairs), tuple(cached), tokens if sampled is None else sampled)
-        )
+        method); `sampled` tokens go through the lm_head (the per-op ledger counts them), of
+        `sequences` sequences in all (data-parallel attention's balance)."""
+        sampled = tokens if sampled is None else sampled
+        return step.price(self.m, step.Pass(tokens, tuple(pairs), tuple(cached), sampled, sequences))
 
     def at_tokens(self, tokens: int) -> tuple[float, float, float]:
         """(compute_s, memory_s, fixed_s) of a step of T tokens with no context: the lines'
@@ -161,10 +167,15 @@ class StepModel:
         return c0, m0, f0
 
     def time_s(
-        self, tokens: int, pairs: list[float], cached: list[float], sampled: float | None = None
+        self,
+        tokens: int,
+        pairs: list[float],
+        cached: list[float],
+        sampled: float | None = None,
+        sequences: float | None = None,
     ) -> float:
         if not self.exact:
-            return float(self.core(tokens, pairs, cached, sampled).time_s)
+            return float(self.core(tokens, pairs, cached, sampled, sequences).time_s)
         if self.global_only:
             c0, m0, f0 = self.by_tokens.get(tokens) or self.at_tokens(tokens)
             c = c0 + self.pair_s[0] * pairs[0]
