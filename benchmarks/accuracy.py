@@ -23,7 +23,7 @@ its FP4 cells for Llama 3.3 70B and Qwen3-30B-A3B on B200 and GB200, and Llama 3
 TP 4 on both (57 beside 3); and, summarised apart, its larger MoE blocks: Llama 4 Scout
 in FP4 at TP 1 on B200 and GB200 and in FP8 at TP 4 on H200 and H100, Maverick and
 Qwen3-235B-A22B in FP4 at TP 8 on B200 and in FP8 at TP 8 on H200 and H100 (90 cells; the
-page runs them with expert and attention data parallelism, priced here at TP alone). They
+page runs them with attention data parallelism, and so are they priced where TP > 1). They
 are not independent of the fit (their source is in it), so the held-out figure, the profile
 fitted without that source, is the one to read: how well the model carries across lengths,
 and across models, within one engine version.
@@ -81,8 +81,9 @@ BEYOND = {
     (FP4, "qwen3-30b-a3b", "gb200", 1): (24107, 31311, 26337, 20604, 17481, 17177, 6595, 14719, 5908, 3203),
 }  # fmt: skip
 # The same table's Llama 4 and Qwen3-235B-A22B blocks (None: a cell the table leaves blank).
-# The page runs MoE models with trtllm-bench --tp and --ep and attention data parallelism on;
-# here they are priced at the table's TP alone.
+# The page runs MoE models with trtllm-bench --tp and --ep and `enable_attention_dp: true` in
+# its options file; here they are priced at the table's TP with attention data-parallel over
+# it (the experts split by TP: the page does not give its --ep).
 BEYOND_MOE = {
     (FP4, "llama-4-scout", "b200", 1): (25342, 14699, 8932, 11977, 10591, 9356, 3137, 7152, 2937, 1644),
     (FP4, "llama-4-scout", "gb200", 1): (19954, 15238, 9556, 11795, 7738, 8581, 3295, 7464, 3107, 1767),
@@ -97,6 +98,7 @@ BEYOND_MOE = {
     (FP8, "qwen3-235b-a22b", "h100-sxm", 8):
         (None, 19658, 12447, 18351, 14898, 15136, None, 9924, 3225, None),
 }  # fmt: skip
+MOE_BLOCKS = {(model, tp) for _, model, _, tp in BEYOND_MOE}
 
 
 # TensorRT-LLM's current perf-overview (docs/source/developer-guide/perf-overview.md @03e27c7d,
@@ -401,9 +403,10 @@ def cells_summary(cells: list[dict[str, Any]], by_block: bool) -> dict[str, Any]
     if by_block:
         blocks = _blocks(cells).items()
         out["blocks"] = [{"model": m, "gpu": g, "tp": tp, **medians(cs)} for (m, g, tp), cs in blocks]
-        moe = {(model, tp) for _, model, _, tp in BEYOND_MOE}
-        apart = [c for c in cells if (c["model"], c["tp"]) in moe]
-        earlier = [c for c in cells if (c["model"], c["tp"]) not in moe]  # the Llama 3 and Qwen3-30B blocks
+        apart = [c for c in cells if (c["model"], c["tp"]) in MOE_BLOCKS]
+        earlier = [
+            c for c in cells if (c["model"], c["tp"]) not in MOE_BLOCKS
+        ]  # the Llama 3 and Qwen3-30B blocks
         out["precisions"] = {p: medians([c for c in earlier if c["precision"] == p]) for p in ("fp8", "fp4")}
         out["moe"] = {p: medians([c for c in apart if c["precision"] == p]) for p in ("fp8", "fp4")}
     return out
@@ -442,8 +445,9 @@ def _cells(left_out: str) -> Callable[..., dict[str, Any]]:
 
     def cell(template: str, model: str, gpu: str, tp: int, i: int, o: int, requests: int,
              measured: float) -> dict[str, Any]:  # fmt: skip
+        dp = tp > 1 and (model, tp) in MOE_BLOCKS  # the page runs its MoE models so
         row = replace(by_id[template], id="cell", model=model, gpu=gpu, tp=tp, input=i, output=o,
-                      requests=requests, measured=measured)  # fmt: skip
+                      requests=requests, measured=measured, dp_attention=dp)  # fmt: skip
         pred, held = corpus.predict(row, fitted), corpus.predict(row, fold)
         return {
             "precision": "fp8" if template == FP8 else "fp4",

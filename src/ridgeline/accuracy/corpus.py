@@ -114,6 +114,7 @@ class Row:
     overlap: bool | None  # the engine's overlapped scheduling on or off (None: the profile's)
     measured: float
     unit: str
+    dp_attention: bool = False  # attention data-parallel over the TP GPUs (no corpus row yet)
 
     @property
     def regime(self) -> str:
@@ -207,8 +208,9 @@ def deployment(row: Row, profile: EngineProfile | None) -> Deployment:
         arch = replace(arch, file_bytes_per_param=arch.mixed_bytes_per_param(*MIXED[weights]))
         weights = "file"
     return Deployment.build(
-        arch, row.gpu, weights=weights, maths=row.maths, kv_dtype=row.kv, tp=row.tp, ep=row.ep, engine=profile
-    )
+        arch, row.gpu, weights=weights, maths=row.maths, kv_dtype=row.kv, tp=row.tp, ep=row.ep,
+        dp_attention=row.dp_attention, engine=profile,
+    )  # fmt: skip
 
 
 def predict(row: Row, profile: EngineProfile | None, d: Deployment | None = None) -> float:
