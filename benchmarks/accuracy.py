@@ -3,7 +3,7 @@ predicted and measured value and the signed error, in-sample and with the row's 
 out of the fit; then the median and worst error by regime and by engine.
 
 Run: python benchmarks/accuracy.py [--rows] [--markdown] [--checks] [--beyond] [--newer]
-[--serving] [--json]
+[--serving] [--dp-attention] [--json]
 (the README's accuracy tables are its --markdown and --rows --markdown output, pasted by hand;
 --json prints every row or cell and the summaries as strict JSON, with the keys the README
 lists)
@@ -41,6 +41,10 @@ TensorRT-LLM backend. Its mean TTFT and mean inter-token latency are simulated u
 Poisson arrivals of 500 requests and read as means. The profile's first-token cost is
 trtllm-serve's; Triton's is not in the corpus, so the low-load TTFTs carry that difference.
 No corpus row is an open-loop TensorRT-LLM run.
+
+--dp-attention predicts the SGLang runs of GPUStack's DeepSeek-R1 page (a check source) that
+served with --tp 8 --enable-dp-attention (five: ShareGPT, and random 32K, 4K, 2K and 128
+prompts), with the fitted SGLang profile under --dp-attention and, beside it, at TP alone.
 """
 
 from __future__ import annotations
@@ -106,6 +110,18 @@ MOE_BLOCKS = {(model, tp) for _, model, _, tp in BEYOND_MOE}
 # model, accelerator, TP) and (input, output); the requests per length pair are the doc's own
 # (1,000/1,000 takes 1,024/1,024's). No corpus row comes from it: a held-out check of a later
 # engine version than any the profile was fitted to.
+# GPUStack's DeepSeek-R1 page (deepseek-r1/h200.md @a5c9fafc, a check source), SGLang 0.5.3 on
+# eight H200s with `--tp 8 --enable-dp-attention`: '2. Parallelism in SGLang' (ShareGPT) and
+# the optimized configuration's 'Other Benchmark Cases' (random lengths), total token
+# throughput, each on the mapping of the page's row at those lengths: (row, input, output,
+# requests, tokens/s).
+DP_ATTENTION_CHECKS = (
+    ("R02", 219, 201, 1000, 7143.30),
+    ("R04", 31999, 100, 100, 16091.68),
+    ("R05", 3995, 200, 500, 16096.80),
+    ("R06", 1997, 100, 500, 19024.33),
+    ("R07", 127, 4, 1000, 20448.42),
+)
 SERVING_TEMPLATE = "U01"  # TensorRT-LLM 0.15's table: its TensorRT engines, scheduler and graphs
 SERVING_GROUP = "TensorRT-LLM 0.15 docs"  # its page, left out for the held-out column
 # (model, accelerator, TP, input, output): (queries a second, mean TTFT ms, mean ITL ms)
@@ -158,15 +174,18 @@ def main() -> None:
     ap.add_argument("--beyond", action="store_true", help="the cells of a corpus table the corpus lacks")
     ap.add_argument("--newer", action="store_true", help="a newer TensorRT-LLM table, not in the corpus")
     ap.add_argument("--serving", action="store_true", help="TensorRT-LLM 0.14's serving table (open loop)")
+    ap.add_argument("--dp-attention", action="store_true", help="SGLang's DeepSeek-R1 runs with DP attention")
     ap.add_argument("--json", action="store_true", help="every row or cell and the summary, as strict JSON")
     args = ap.parse_args()
-    if args.serving:
-        points = serving()
-        if args.json:
-            emit({"points": points, "summary": serving_summary(points)})
-        else:
-            print_serving(points)
-        return
+    # the reports of points outside the corpus: each its points, their summary and its printout
+    for flag, (run, summarise, show) in POINT_REPORTS.items():
+        if getattr(args, flag):
+            points = run()
+            if args.json:
+                emit({"points": points, "summary": summarise(points)})
+            else:
+                show(points)
+            return
     if args.beyond or args.newer:
         cells = beyond() if args.beyond else newer()
         if args.json:
@@ -347,6 +366,48 @@ def serving() -> list[dict[str, Any]]:
     return points
 
 
+def dp_attention() -> list[dict[str, Any]]:
+    """GPUStack's DeepSeek-R1 page's SGLang runs with --enable-dp-attention, each predicted
+    with the fitted SGLang profile under --dp-attention and, beside it, at TP alone (the page
+    is a check source: no profile was fitted to it)."""
+    from dataclasses import replace
+
+    by_id = {r.id: r for r in corpus.check_rows()}
+    profile = builtin_engines()["sglang"]
+    points = []
+    for template, i, o, requests, measured in DP_ATTENTION_CHECKS:
+        row = replace(by_id[template], id="point", engine="sglang", input=i, output=o, requests=requests,
+                      max_num_seqs=None, max_num_batched_tokens=None, measured=measured)  # fmt: skip
+        dp = corpus.predict(replace(row, dp_attention=True), profile)
+        tp = corpus.predict(row, profile)
+        points.append({"template": template, "input": i, "output": o, "requests": requests,
+                       "lengths": row.lengths, "measured": measured, "predicted": dp, "predicted_tp": tp,
+                       "error": corpus.error(row, dp), "tp_error": corpus.error(row, tp)})  # fmt: skip
+    return points
+
+
+def dp_attention_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median |error| and median signed error, priced with data-parallel attention and at TP."""
+    return {"n": len(points),
+            "median": report.median_abs([p["error"] for p in points]),
+            "signed_median": statistics.median(p["error"] for p in points),
+            "tp_median": report.median_abs([p["tp_error"] for p in points]),
+            "tp_signed_median": statistics.median(p["tp_error"] for p in points)}  # fmt: skip
+
+
+def print_dp_attention(points: list[dict[str, Any]]) -> None:
+    print(f"{'in/out':>11} {'requests':>8} {'measured':>9} {'predicted':>9} {'error':>7} "
+          f"{'at TP':>9} {'error':>7}")  # fmt: skip
+    for p in points:
+        lengths = f"{p['input']}/{p['output']}"
+        print(f"{lengths:>11} {p['requests']:8} {p['measured']:9.0f} {p['predicted']:9.0f} "
+              f"{p['error']:+7.1%} {p['predicted_tp']:9.0f} {p['tp_error']:+7.1%}")  # fmt: skip
+    s = dp_attention_summary(points)
+    print(f"\n{s['n']} runs: median |error| {s['median']:.1%} with data-parallel attention "
+          f"({s['signed_median']:+.1%} signed), {s['tp_median']:.1%} priced at TP "
+          f"({s['tp_signed_median']:+.1%})")  # fmt: skip
+
+
 def serving_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
     """Median |error| and median signed error of each quantity, fitted and held out: in all,
     and below the table's capacity (2 to 16 queries a second)."""
@@ -471,6 +532,13 @@ def _medians(m: dict[str, Any], fitted: str) -> str:
     """A summary's median |error|, fitted and held out."""
     return f"median |error| {m['median']:.1%} {fitted}, {m['held_out_median']:.1%} held out"
 
+
+POINT_REPORTS: dict[
+    str, tuple[Callable[[], list[dict[str, Any]]], Callable[..., dict[str, Any]], Callable[..., None]]
+] = {
+    "serving": (serving, serving_summary, print_serving),
+    "dp_attention": (dp_attention, dp_attention_summary, print_dp_attention),
+}
 
 if __name__ == "__main__":
     main()

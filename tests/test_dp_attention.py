@@ -22,26 +22,46 @@ from ridgeline import Deployment, estimate
 from ridgeline.cli import app
 from ridgeline.errors import RidgelineError
 from ridgeline.memory import plan
-from ridgeline.parallel import Parallel, attention_load, comm_bytes_per_gpu, kv_share_per_gpu
+from ridgeline.parallel import (
+    Parallel,
+    attention_load,
+    collectives_per_pass,
+    comm_bytes_per_gpu,
+    kv_share_per_gpu,
+)
 from ridgeline.step import decode_step
 
 LAYERS, MOE_LAYERS, HIDDEN = 61, 58, 7168
 ROUTED = MOE_LAYERS * 256 * 3 * HIDDEN * 2048  # every routed expert's gate, up and down
+ATTENTION = LAYERS * (
+    HIDDEN * 1536 + 1536  # queries down to their rank, and its norm
+    + 1536 * 128 * (128 + 64)  # and up to 128 heads of 128 + 64
+    + HIDDEN * (512 + 64) + 512  # keys and values down to the latent and the rope key, its norm
+    + 512 * 128 * (128 + 128)  # the latent up to 128 heads' keys and values
+    + 128 * 128 * HIDDEN  # the output projection
+)  # fmt: skip
 KV_TOKEN = LAYERS * (512 + 64) * 2  # bytes of bf16 latent a token holds, every layer
 
 
-def deepseek(dp: bool, **kw: object) -> Deployment:
-    return Deployment.build("deepseek-v3", "h200", weights="fp8", tp=8, dp_attention=dp, **kw)  # type: ignore[arg-type]
+def deepseek(dp: bool, engine: str | None = None) -> Deployment:
+    return Deployment.build("deepseek-v3", "h200", weights="fp8", tp=8, dp_attention=dp, engine=engine)
 
 
-def test_every_weight_but_the_routed_experts_sits_whole_on_each_gpu() -> None:
+def test_attention_sits_whole_on_each_gpu_and_with_the_dense_parts_under_tensorrt_llm() -> None:
     total = Deployment.build("deepseek-v3").arch.parameters  # 671.0e9 (DeepSeek: 671B)
     assert pytest.approx(653.9e9, rel=1e-3) == ROUTED
-    tp = plan(deepseek(False), 2000).per_gpu.weight_bytes
-    dp = plan(deepseek(True), 2000).per_gpu.weight_bytes
-    assert tp == pytest.approx(total / 8, rel=1e-9)
-    assert dp == pytest.approx(total - ROUTED + ROUTED / 8, rel=1e-9)  # 17.1 GB whole + 81.7 GB
-    assert dp - tp == pytest.approx((total - ROUTED) * 7 / 8, rel=1e-9)
+    assert pytest.approx(11.41e9, rel=1e-3) == ATTENTION
+    assert plan(deepseek(False), 2000).per_gpu.weight_bytes == pytest.approx(total / 8, rel=1e-9)
+    # the presets and SGLang: attention's weights whole, the rest sliced
+    for engine in (None, "sglang"):
+        dp = plan(deepseek(True, engine), 2000).per_gpu.weight_bytes
+        assert dp == pytest.approx(ATTENTION + (total - ATTENTION) / 8, rel=1e-9)
+        assert not deepseek(True, engine).par.dp_dense
+    # TensorRT-LLM and vLLM: every weight but the routed experts whole (17.1 GB + 81.7 GB)
+    for engine in ("trtllm", "vllm"):
+        dp = plan(deepseek(True, engine), 2000).per_gpu.weight_bytes
+        assert dp == pytest.approx(total - ROUTED + ROUTED / 8, rel=1e-9)
+        assert deepseek(True, engine).par.dp_dense
 
 
 def test_the_cache_is_split_where_tensor_parallelism_replicates_the_latent() -> None:
@@ -53,7 +73,7 @@ def test_the_cache_is_split_where_tensor_parallelism_replicates_the_latent() -> 
     assert plan(d_dp, context, batch).per_gpu.kv_bytes == pytest.approx(
         batch * context * KV_TOKEN / 8, rel=1e-9
     )
-    # room: what 90% of 141 GB leaves beside the weights holds 8x the tokens a GPU under DP
+    # room: what is usable beside the weights holds 8x the tokens a GPU under DP
     tp, dp = plan(d_tp, context), plan(d_dp, context)
     room_tp = tp.per_gpu.usable_bytes - tp.per_gpu.weight_bytes
     room_dp = dp.per_gpu.usable_bytes - dp.per_gpu.weight_bytes
@@ -66,57 +86,59 @@ def test_the_busiest_gpu_holds_the_ceiling_of_the_sequences_over_tp(sequences: i
     assert attention_load(Parallel(8), sequences) == 1.0
 
 
-def test_batch_one_decode_runs_all_but_the_experts_on_one_gpu() -> None:
-    """At batch 1 one GPU reads every non-expert weight and does every non-expert FLOP,
-    with the lesson's one roofline: so the step is slower than under TP, whose GPUs share
-    them, and its per-GPU bytes are the whole model's but the experts' 7/8."""
+def test_batch_one_decode_runs_attention_on_one_gpu() -> None:
+    """At batch 1 one GPU reads all the attention weights and its sequence's whole cache
+    (the lesson's one roofline): the step is slower than under TP, whose GPUs share them;
+    its attention, projections and scores, is 8x a TP GPU's share, the rest as TP's."""
     tp, dp = decode_step(deepseek(False), 1000), decode_step(deepseek(True), 1000)
-    routed_read = float(tp.weight_bytes_per_gpu) * 8 - (
-        Deployment.build("deepseek-v3").arch.parameters - ROUTED
-    )
     assert float(dp.weight_bytes_per_gpu) == pytest.approx(
-        Deployment.build("deepseek-v3").arch.parameters - ROUTED + routed_read / 8, rel=1e-9
+        float(tp.weight_bytes_per_gpu) + ATTENTION * 7 / 8, rel=1e-9
     )
     assert float(dp.kv_bytes_per_gpu) == pytest.approx(1001 * KV_TOKEN, rel=1e-9)  # its own cache, whole
+    assert float(tp.kv_bytes_per_gpu) == pytest.approx(1001 * KV_TOKEN, rel=1e-9)  # TP: the latent on each
+    attention = 2 * ATTENTION + float(tp.attention_flops)  # one token through every projection, and scores
+    rate = deepseek(True).flat_rates.linear_flops_per_s
+    assert float(dp.compute_s) - float(tp.compute_s) == pytest.approx(attention * 7 / 8 / rate, rel=1e-6)
     assert float(dp.time_s) > float(tp.time_s)
 
 
-def test_only_the_moe_layers_talk_a_gather_and_a_scatter_each() -> None:
-    d_tp, d_dp = deepseek(False), deepseek(True)
+def test_a_gather_and_a_scatter_around_each_sliced_mlp() -> None:
+    """TP: two all-reduces a layer, 2(tp-1)/tp of the activations each. Data-parallel
+    attention: a gather and a scatter, (tp-1)/tp each, around every layer's MLP where the
+    dense parts stay sliced (SGLang), around the MoE layers' alone where they do not."""
     tokens = 4096
     act = tokens * HIDDEN * 2  # bf16 activations
-    assert comm_bytes_per_gpu(d_tp.arch, d_tp.prec, tokens, d_tp.par) == pytest.approx(
-        4 * LAYERS * act * 7 / 8
-    )
-    assert comm_bytes_per_gpu(d_dp.arch, d_dp.prec, tokens, d_dp.par) == pytest.approx(
-        2 * MOE_LAYERS * act * 7 / 8
-    )
+    for d, layers, per_layer in (
+        (deepseek(False), LAYERS, 4),
+        (deepseek(True), LAYERS, 2),
+        (deepseek(True, "sglang"), LAYERS, 2),
+        (deepseek(True, "trtllm"), MOE_LAYERS, 2),
+    ):
+        assert comm_bytes_per_gpu(d.arch, d.prec, tokens, d.par) == pytest.approx(
+            per_layer * layers * act * 7 / 8
+        )
 
 
 def test_a_large_batch_gains_and_a_small_one_loses() -> None:
     """The trade the explanation names: at batch 1 the step waits on one GPU's whole
     attention; at a batch of 256 a GPU reads 1/8 of the latents TP would have it read."""
-    small_tp = estimate("deepseek-v3", "h200", weights="fp8", tp=8, batch=1, prompt=1000, output=100)
-    small_dp = estimate(
-        "deepseek-v3", "h200", weights="fp8", tp=8, batch=1, prompt=1000, output=100, dp_attention=True
-    )
-    big_tp = estimate("deepseek-v3", "h200", weights="fp8", tp=8, batch=256, prompt=1000, output=100)
-    big_dp = estimate(
-        "deepseek-v3", "h200", weights="fp8", tp=8, batch=256, prompt=1000, output=100, dp_attention=True
-    )
+    shape = {"model": "deepseek-v3", "gpu": "h200", "weights": "fp8", "tp": 8, "prompt": 1000, "output": 100}
+    small_tp, small_dp = estimate(**shape, batch=1), estimate(**shape, batch=1, dp_attention=True)
+    big_tp, big_dp = estimate(**shape, batch=256), estimate(**shape, batch=256, dp_attention=True)
     assert small_dp.tpot_s > small_tp.tpot_s
     assert big_dp.tpot_s < big_tp.tpot_s
     assert big_dp.parallel.dp_attention and big_dp.parallel.busiest_attention == 1.0
     assert small_dp.parallel.busiest_attention == 8.0
     line = next(x for x in small_dp.explain if x.startswith("Attention runs data-parallel"))
+    assert f"all the attention weights ({ATTENTION / 1e9:,.2f} GB)" in line
     assert f"room for {small_dp.memory.max_batch:,} sequences" in line
     assert "the busiest GPU holds 1 of them" in line and "8.0x the mean GPU's" in line
 
 
 def test_the_simulator_holds_eight_times_the_tokens_and_serves_more() -> None:
     """With the cache partitioned, a replica's pool holds 8x the tokens that fit beside the
-    weights on a GPU (the weights being 17.1 GB x 7/8 larger): a closed loop of 400 clients
-    with 4,000-token prompts, which TP's pool cannot hold at once, runs faster."""
+    weights on a GPU: a closed loop of 400 clients with 4,000-token prompts, which TP's pool
+    cannot hold at once, runs faster."""
     runs = {}
     for dp in (False, True):
         argv = ["simulate", "--model", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--weights", "fp8"]
@@ -124,8 +146,8 @@ def test_the_simulator_holds_eight_times_the_tokens_and_serves_more() -> None:
         result = CliRunner().invoke(app, [*argv, "--json"] + (["--dp-attention"] if dp else []))
         assert result.exit_code == 0, result.output
         runs[dp] = json.loads(result.output)
-    tp_room = plan(deepseek(False), 4200).per_gpu
-    dp_room = plan(deepseek(True), 4200).per_gpu
+    tp_room = plan(deepseek(False, "sglang"), 4200).per_gpu
+    dp_room = plan(deepseek(True, "sglang"), 4200).per_gpu
     assert runs[True]["deployment"]["dp_attention"] is True
     ratio = runs[True]["deployment"]["kv_tokens"] / runs[False]["deployment"]["kv_tokens"]
     room = (dp_room.usable_bytes - dp_room.weight_bytes) / (tp_room.usable_bytes - tp_room.weight_bytes)
@@ -133,36 +155,33 @@ def test_the_simulator_holds_eight_times_the_tokens_and_serves_more() -> None:
     assert runs[True]["throughput_tokens_per_s"] > runs[False]["throughput_tokens_per_s"]
 
 
-@pytest.mark.parametrize(
-    ("args", "says"),
-    [
-        (["--model", "llama-3.1-8b", "--tp", "2"], "plain data parallelism"),
-        (["--model", "deepseek-v3", "--tp", "1"], "give --tp 2 or more"),
-    ],
-)
-def test_a_dense_model_or_one_gpu_is_one_line(args: list[str], says: str) -> None:
-    proc = run_cli("estimate", "--dp-attention", *args)
+def test_one_gpu_is_one_line() -> None:
+    proc = run_cli("estimate", "--dp-attention", "--model", "deepseek-v3")
     assert proc.returncode == 2
-    assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1 and not proc.stdout
+    assert "give --tp 2 or more" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not proc.stdout
     with pytest.raises(RidgelineError):
-        Deployment.build(args[1], tp=int(args[3]), dp_attention=True)
+        Deployment.build("deepseek-v3", tp=1, dp_attention=True)
+
+
+def test_a_dense_model_under_tensorrt_llm_is_plain_data_parallelism() -> None:
+    """A dense model's attention data-parallel: SGLang's way slices its MLPs with a gather
+    and a scatter a layer; TensorRT-LLM's holds the whole model on each GPU and talks not
+    at all, as tp replicas would, but for the busiest GPU's share of one batch."""
+    kw = {"tp": 4, "dp_attention": True}
+    sliced = Deployment.build("llama-3.1-8b", engine="sglang", **kw)
+    whole = Deployment.build("llama-3.1-8b", engine="trtllm", **kw)
+    assert collectives_per_pass(sliced.arch, sliced.par) == 2 * 32
+    assert collectives_per_pass(whole.arch, whole.par) == 0
+    assert plan(whole, 2000).per_gpu.weight_bytes == pytest.approx(whole.arch.parameters * 2, rel=1e-9)
 
 
 def test_the_json_says_so() -> None:
-    argv = [
-        "estimate",
-        "--model",
-        "deepseek-v3",
-        "--gpu",
-        "h200",
-        "--tp",
-        "8",
-        "--weights",
-        "fp8",
-        "--dp-attention",
-    ]
-    data = json.loads(CliRunner().invoke(app, [*argv, "--json"]).output)
+    argv = ["estimate", "--model", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--weights", "fp8"]
+    data = json.loads(
+        CliRunner().invoke(app, [*argv, "--dp-attention", "--engine", "trtllm", "--json"]).output
+    )
     assert data["inputs"]["dp_attention"] is True
-    assert data["parallel"]["dp_attention"] is True
+    assert data["parallel"]["dp_attention"] is True and data["parallel"]["dp_dense"] is True
     assert data["parallel"]["busiest_attention"] == 8.0  # batch 1
     assert math.isfinite(data["tpot_s"])

@@ -11,6 +11,7 @@ import re
 import pytest
 
 from ridgeline import estimate
+from ridgeline.ledger import attention_weight_bytes
 from ridgeline.memory import resident_weight_bytes
 
 DEEPSEEK_DP = {"model": "deepseek-v3", "tp": 8, "weights": "fp8", "dp_attention": True}
@@ -25,6 +26,7 @@ CASES = [
     {"model": "deepseek-v3", "tp": 8, "ep": 8, "weights": "fp8"},
     DEEPSEEK_DP,
     DEEPSEEK_DP | {"batch": 64, "engine": "sglang"},
+    DEEPSEEK_DP | {"batch": 64, "engine": "trtllm", "maths": "fp8"},
     # just below its ridge: 0.73x of it, not "1/1 of"
     DEEPSEEK_DP
     | {"gpu": "h200", "maths": "fp8", "engine": "sglang", "batch": 256, "prompt": 1000, "output": 1000},
@@ -113,8 +115,8 @@ def test_each_number_in_the_explanation_is_the_results_own(kwargs: dict) -> None
         assert busiest[1] == f"{e.inputs['batch']}"
         assert busiest[2] == f"{e.parallel.busiest_expert_reads:.1f}"
     dp = re.search(
-        r"each holds every weight but the routed experts \(([\d,.]+) GB\) and the whole cache of 1/(\d+) "
-        r"of the sequences, none of it replicated \(room for ([\d,]+) sequences\)"
+        r"each holds (every weight but the routed experts|all the attention weights) \(([\d,.]+) GB\) and "
+        r"the whole cache of 1/(\d+) of the sequences, none of it replicated \(room for ([\d,]+) sequences\)"
         r"(; at batch (\d+) the busiest GPU holds (\d+) of them and each step waits for it, "
         r"([\d.]+)x the mean GPU's)?",
         text,
@@ -122,14 +124,20 @@ def test_each_number_in_the_explanation_is_the_results_own(kwargs: dict) -> None
     assert bool(dp) == e.parallel.dp_attention
     if dp:
         weights, experts = resident_weight_bytes(e.deployment)
-        assert dp[1] == f"{(weights - experts) / 1e9:,.2f}"
-        assert dp[2] == f"{e.parallel.tp}"
-        assert dp[3] == f"{e.memory.max_batch:,}"
-        assert bool(dp[4]) == (e.parallel.busiest_attention >= 1.1)
-        if dp[4]:
-            assert dp[5] == f"{e.inputs['batch']}"
-            assert int(dp[6]) == -(-e.inputs["batch"] // e.parallel.tp)
-            assert dp[7] == f"{e.parallel.busiest_attention:.1f}"
+        held = (
+            weights - experts
+            if e.parallel.dp_dense
+            else attention_weight_bytes(e.deployment.arch, e.deployment.prec)
+        )
+        assert (dp[1] == "every weight but the routed experts") == e.parallel.dp_dense
+        assert dp[2] == f"{held / 1e9:,.2f}"
+        assert dp[3] == f"{e.parallel.tp}"
+        assert dp[4] == f"{e.memory.max_batch:,}"
+        assert bool(dp[5]) == (e.parallel.busiest_attention >= 1.1)
+        if dp[5]:
+            assert dp[6] == f"{e.inputs['batch']}"
+            assert int(dp[7]) == -(-e.inputs["batch"] // e.parallel.tp)
+            assert dp[8] == f"{e.parallel.busiest_attention:.1f}"
     if m := re.search(r"int4-g128 weights would make each step ([\d.]+)x faster", text):
         int4 = estimate(**(kwargs | {"weights": "int4-g128"}))
         assert m[1] == f"{e.decode.time_s / int4.decode.time_s:.1f}"

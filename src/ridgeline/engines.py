@@ -239,6 +239,9 @@ class EngineProfile:
     sampler_bytes: float = 0.0  # bytes a logit its memory profile sets aside on every GPU (0: the plan's)
     repacked_experts: float = 1.0  # 4-bit routed experts held unpacked weight-only, before async MMA
     runs_on: tuple[str, ...] = ()  # the accelerator vendors it supports; empty: any
+    # what its data-parallel attention holds whole on each GPU: "attention" alone, or "dense",
+    # every weight but the routed experts
+    dp_replicates: str = "attention"
     uncertainty: dict[str, tuple[float, float]] = field(default_factory=dict)  # regime -> (low, high)
     source: str = ""
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
@@ -283,6 +286,8 @@ class EngineProfile:
             kv_write_bytes=work.kv_write_bytes,
             expert_weight_bytes=work.expert_weight_bytes,
             expert_flops=work.expert_flops,
+            attention_weight_bytes=work.attention_weight_bytes,
+            attention_linear_flops=work.attention_linear_flops,
             sequences=work.sequences,
         )
 
@@ -525,6 +530,9 @@ def _scheduler(w: str, sched: dict[str, Any]) -> Scheduler:
     )
 
 
+DP_REPLICATES = ("attention", "dense")  # EngineProfile.dp_replicates
+
+
 def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EngineProfile:
     """One profile from its TOML table; every number checked against physical bounds."""
     w = f"{where} [{name}]"
@@ -567,6 +575,11 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
     runs_on = entry.get("runs_on", [])
     if not isinstance(runs_on, list) or not all(isinstance(v, str) and v.isidentifier() for v in runs_on):
         raise RidgelineError(f'{w}: runs_on must be a list of vendor names, e.g. ["nvidia", "amd"]')
+    dp_replicates = entry.get("dp_replicates", "attention")
+    if dp_replicates not in DP_REPLICATES:
+        raise RidgelineError(
+            f"{w}: dp_replicates must be one of {', '.join(DP_REPLICATES)}, got {dp_replicates!r}"
+        )
     provenance = entry.get("provenance", {})
     return EngineProfile(
         name=name,
@@ -617,6 +630,7 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         },
         scheduler=scheduler,
         runs_on=tuple(runs_on),
+        dp_replicates=dp_replicates,
         uncertainty=bands,
         source=str(entry.get("source", where)),
         provenance={str(k): str(v) for k, v in provenance.items()} if isinstance(provenance, dict) else {},
@@ -719,6 +733,8 @@ def profile_to_toml(p: EngineProfile) -> str:
     ]
     if p.runs_on:
         lines.append(f"runs_on = {_toml_value(list(p.runs_on))}")
+    if p.dp_replicates != "attention":
+        lines.append(f"dp_replicates = {_toml_value(p.dp_replicates)}")
     if p.uncertainty:
         lines.append("uncertainty = " + table({k: list(v) for k, v in p.uncertainty.items()}))
     if p.provenance:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ridgeline.deployment import Deployment
+from ridgeline.ledger import attention_weight_bytes
 from ridgeline.memory import MemoryPlan, resident_weight_bytes
 from ridgeline.precision import Precision
 from ridgeline.request import Timeline
@@ -83,22 +84,25 @@ def explain(
 
 def _dp_attention(m: Deployment, mem: MemoryPlan, batch: int, busiest: float) -> str:
     """What data-parallel attention buys (a cache with nothing replicated, and no all-reduce
-    outside the experts) and costs (every weight but the routed experts on every GPU, and
-    the busiest GPU's share of the sequences)."""
+    after attention) and costs (what it holds whole on every GPU, and the busiest GPU's share
+    of the sequences)."""
     tp = m.par.tp
-    weights, experts = resident_weight_bytes(m)
-    held = (weights - experts) / m.par.pp
+    if m.par.dp_dense:
+        weights, experts = resident_weight_bytes(m)
+        held, what = (weights - experts) / m.par.pp, "every weight but the routed experts"
+    else:
+        held, what = attention_weight_bytes(m.arch, m.prec) / m.par.pp, "all the attention weights"
     line = (
-        f"Attention runs data-parallel over the {tp} GPUs: each holds every weight but the routed "
-        f"experts ({held / 1e9:,.2f} GB) and the whole cache of 1/{tp} of the sequences, none of it "
-        f"replicated (room for {mem.max_batch:,} sequences)"
+        f"Attention runs data-parallel over the {tp} GPUs: each holds {what} ({held / 1e9:,.2f} GB) "
+        f"and the whole cache of 1/{tp} of the sequences, none of it replicated (room for "
+        f"{mem.max_batch:,} sequences)"
     )
     if busiest < WORTH_SAYING:
         return line + "."
     return (
         line + f"; at batch {batch} the busiest GPU holds {math.ceil(batch / tp)} of them and each "
-        f"step waits for it, {busiest:.1f}x the mean GPU's work outside the experts: data-parallel "
-        "attention pays at large batches, not at small ones."
+        f"step waits for it, {busiest:.1f}x the mean GPU's data-parallel work: it pays at large "
+        "batches, not at small ones."
     )
 
 

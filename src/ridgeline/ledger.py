@@ -39,6 +39,8 @@ class Work:
     kv_write_bytes: Num
     expert_weight_bytes: Num = 0.0  # the routed experts' part of weight_bytes (MoE)
     expert_flops: Num = 0.0  # the routed experts' part of linear_flops (MoE)
+    attention_weight_bytes: Num = 0.0  # the attention projections' part of weight_bytes
+    attention_linear_flops: Num = 0.0  # and their part of linear_flops
     sequences: Num = 1  # the sequences the pass's tokens belong to (those it samples)
 
     @property
@@ -160,6 +162,12 @@ def _over_layers(groups: Iterable[tuple[int, Num]]) -> Num:
     return sum(terms, next(terms))
 
 
+def attention_weight_bytes(arch: Architecture, prec: Precision) -> float:
+    """The attention projections' weights, every layer's (what data-parallel attention holds
+    whole on each GPU)."""
+    return arch.layers * arch.attention_params * weight_bytes_per_param(arch, prec)
+
+
 def _work(
     arch: Architecture, prec: Precision, tokens: Num, layer_pairs: Num, layer_cached: Num, sequences: Num = 1
 ) -> Work:
@@ -179,6 +187,8 @@ def _work(
         kv_write_bytes=kv_bytes_per_token(arch, prec) * tokens,
         expert_weight_bytes=expert_weight_bytes,
         expert_flops=expert_flops,
+        attention_weight_bytes=attention_weight_bytes(arch, prec),
+        attention_linear_flops=2.0 * arch.layers * arch.attention_params * tokens,
         sequences=sequences,
     )
 

@@ -16,7 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ridgeline.deployment import Deployment
-from ridgeline.ledger import kv_bytes, kv_bytes_per_token, model_weight_bytes, weight_bytes_per_param
+from ridgeline.ledger import (
+    attention_weight_bytes,
+    kv_bytes,
+    kv_bytes_per_token,
+    model_weight_bytes,
+    weight_bytes_per_param,
+)
 from ridgeline.parallel import gpu_share, kv_share_per_gpu, make_parallel
 from ridgeline.precision import Precision
 
@@ -85,7 +91,14 @@ def stored_weight_bytes_per_gpu(m: Deployment) -> float:
     """Every weight the model holds (all experts, not only those a step reads), split as a
     pass splits them."""
     weight_bytes, expert_bytes = resident_weight_bytes(m)
-    share = gpu_share(m.arch, m.par, flops=0.0, weight_bytes=weight_bytes, expert_weight_bytes=expert_bytes)
+    share = gpu_share(
+        m.arch,
+        m.par,
+        flops=0.0,
+        weight_bytes=weight_bytes,
+        expert_weight_bytes=expert_bytes,
+        attention_weight_bytes=attention_weight_bytes(m.arch, m.prec),
+    )
     return float(share.weight_bytes)
 
 
@@ -188,7 +201,9 @@ def suggestions(
     for weights in options:
         for tp in (1, 2, 4, 8):
             try:
-                par = make_parallel(m.arch, tp, m.par.pp, m.par.ep, m.par.dp_attention and tp > 1)
+                par = make_parallel(
+                    m.arch, tp, m.par.pp, m.par.ep, m.par.dp_attention and tp > 1, m.par.dp_dense
+                )
             except ValueError:
                 continue
             trial = replace(m, prec=replace(m.prec, weights=weights), par=par)

@@ -73,10 +73,12 @@ def _row(
     weight_bytes: Num,
     kv_bytes: Num = 0.0,
     experts: Num | None = None,
+    attention: bool = False,
 ) -> OpRow:
     """One operator under its own roofline, on one GPU's share (parallel.gpu_share);
     `experts`, a pass's tokens, marks the routed experts, which split over the EP GPUs
-    (the busiest one's share of that pass)."""
+    (the busiest one's share of that pass); `attention` marks attention and its projections
+    (what data-parallel attention holds whole on each GPU)."""
     m, r = at.m, at.rates
     routed = experts is not None
     share = gpu_share(
@@ -87,6 +89,8 @@ def _row(
         expert_weight_bytes=weight_bytes if routed else 0.0,
         expert_flops=flops if routed else 0.0,
         attention_flops=flops if name == ATTENTION else 0.0,
+        attention_linear_flops=flops if attention and name != ATTENTION else 0.0,
+        attention_weight_bytes=weight_bytes if attention else 0.0,
         kv_bytes=kv_bytes,
         other_bytes=act_bytes,
         tokens=experts,
@@ -137,6 +141,7 @@ def operator_rows(m: Deployment, p: Pass) -> list[OpRow]:
             2 * t * qkv_params * layers,
             layers * t * (h + qkv_out) * act,
             layers * qkv_params * wb,
+            attention=True,
         ),
     ]
     pairs = sum(n * g for (n, _), g in zip(a.window_groups(), p.pairs, strict=True))
@@ -149,6 +154,7 @@ def operator_rows(m: Deployment, p: Pass) -> list[OpRow]:
             layers * t * (a.q_dim + a.v_dim) * act,
             0.0,
             kv_layer * (cached + layers * t),
+            attention=True,
         )
     )
     rows.append(
@@ -158,6 +164,7 @@ def operator_rows(m: Deployment, p: Pass) -> list[OpRow]:
             2 * t * a.o_params * layers,
             layers * t * (a.v_dim + h) * act,
             layers * a.o_params * wb,
+            attention=True,
         )
     )
     dense = layers - a.moe_layers

@@ -16,17 +16,18 @@ TensorRT-LLM's --ep_size without attention data parallelism). EP adds no collect
 EP does cost is the busiest GPU: each holds whole experts, so a step waits for the GPU whose
 experts the step's tokens hit most (expert_load), where TP slices every expert evenly.
 
-Data-parallel attention (TensorRT-LLM's enable_attention_dp; vLLM's --data-parallel-size
-with --enable-expert-parallel; SGLang's --enable-dp-attention with --dp equal to --tp) keeps
-a MoE model's routed experts split over the tp GPUs and runs everything else whole on each:
-every GPU holds all the attention, dense-MLP, shared-expert, embedding and lm_head weights
-(TensorRT-LLM replicates all of them; SGLang and vLLM keep some dense parts sliced) and the
-whole KV heads of its own 1/tp of the sequences. Nothing is replicated in the cache (an MLA
-latent or a few KV heads no longer sit on every rank), and only the experts talk: the
-tokens are gathered before each MoE layer and scattered after it, (tp-1)/tp of the pass's
-activations each way, where TP all-reduces twice a layer. The price is balance: a pass's
-sequences sit whole on their GPUs, so all but the experts wait for the GPU with the most of
-them (attention_load); one sequence alone runs on one GPU while the others wait.
+Data-parallel attention (SGLang's --enable-dp-attention with --dp equal to --tp,
+TensorRT-LLM's enable_attention_dp, vLLM's --data-parallel-size with experts spread) keeps
+the MLPs (a MoE model's routed experts above all) split over the tp GPUs and runs attention
+whole on each: every GPU holds all the attention weights and the whole KV heads of its own
+1/tp of the sequences. Nothing is replicated in the cache (an MLA latent or a few KV heads
+no longer sit on every rank), and attention needs no all-reduce: the tokens are gathered
+before each MLP and scattered after it, (tp-1)/tp of the pass's activations each way, where
+TP all-reduces twice a layer. With `dp_dense` (TensorRT-LLM, vLLM) the dense MLPs, shared
+experts, embedding and lm_head are data-parallel too: held whole on each GPU, and only the
+MoE layers gather and scatter; SGLang keeps them sliced by TP. The price is balance: a
+pass's sequences sit whole on their GPUs, so the data-parallel work waits for the GPU with
+the most of them (attention_load); one sequence alone runs on one GPU while the others wait.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class Parallel:
     pp: int = 1
     ep: int = 1
     dp_attention: bool = False
+    dp_dense: bool = False  # and the dense parts data-parallel too (with dp_attention)
 
     @property
     def gpus(self) -> int:
@@ -67,17 +69,17 @@ class Parallel:
 
 
 def make_parallel(
-    arch: Architecture, tp: int = 1, pp: int = 1, ep: int = 1, dp_attention: bool = False
+    arch: Architecture,
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    dp_attention: bool = False,
+    dp_dense: bool = False,
 ) -> Parallel:
     for name, value in (("--tp", tp), ("--pp", pp), ("--ep", ep)):
         if value < 1:
             raise RidgelineError(f"{name} must be a positive integer, got {value}")
     if dp_attention:  # attention runs whole on every GPU: its heads are not split
-        if not arch.is_moe:
-            raise RidgelineError(
-                f"--dp-attention splits only a MoE model's experts; for {arch.name}, which is dense, "
-                "it is plain data parallelism: serve --tp 1 replicas (ridgeline simulate --replicas)"
-            )
         if tp == 1:
             raise RidgelineError(
                 "--dp-attention spreads the sequences over the --tp GPUs: give --tp 2 or more"
@@ -100,7 +102,7 @@ def make_parallel(
         raise RidgelineError(
             f"--ep {ep} must divide the {arch.experts} experts and not exceed the {tp * pp} GPUs"
         )
-    return Parallel(tp, pp, ep, dp_attention)
+    return Parallel(tp, pp, ep, dp_attention, dp_attention and dp_dense)
 
 
 def kv_share_per_gpu(arch: Architecture, par: Parallel) -> float:
@@ -149,11 +151,10 @@ def expert_load(arch: Architecture, par: Parallel, tokens: Num) -> tuple[Num, Nu
 
 
 def attention_load(par: Parallel, sequences: Num) -> Num:
-    """The busiest GPU's share of a pass's work outside the routed experts over the mean
-    GPU's, for a pass over `sequences` sequences: 1 but under data-parallel attention, where
-    each sequence sits whole on one of the tp GPUs and the busiest holds ceil(S / tp) of
-    them: tp for one sequence alone (it runs on one GPU while the others wait), 1 when tp
-    divides S."""
+    """The busiest GPU's share of a pass's data-parallel work over the mean GPU's, for a
+    pass over `sequences` sequences: 1 but under data-parallel attention, where each sequence
+    sits whole on one of the tp GPUs and the busiest holds ceil(S / tp) of them: tp for one
+    sequence alone (it runs on one GPU while the others wait), 1 when tp divides S."""
     if not par.dp_attention:
         return 1.0
     s = maximum(sequences, 1)
@@ -186,6 +187,8 @@ def gpu_share(
     expert_weight_bytes: Num = 0.0,
     expert_flops: Num = 0.0,
     attention_flops: Num = 0.0,
+    attention_linear_flops: Num = 0.0,
+    attention_weight_bytes: Num = 0.0,
     kv_bytes: Num = 0.0,
     other_bytes: Num = 0.0,
     tokens: Num | None = None,
@@ -198,35 +201,46 @@ def gpu_share(
     KV cache splits by KV heads (replicated beyond them, and the MLA latent sits on every
     TP rank). Without `tokens` (what a GPU holds, not what a pass reads) the split is even.
     `attention_flops` (attention's scores and values, part of `flops`) split as the rest.
-    Under data-parallel attention every weight but the routed experts sits whole on each
-    GPU, and the work but the experts' (the KV cache's reads among it) is the busiest GPU's
-    (attention_load) of a pass over `sequences` sequences."""
+    Under data-parallel attention the attention weights (`attention_weight_bytes`, part of
+    `weight_bytes`) sit whole on each GPU, and attention's work (its scores, its projections,
+    `attention_linear_flops`, and the KV cache) is the busiest GPU's (attention_load) of a
+    pass over `sequences` sequences; with dp_dense, every weight and all work but the routed
+    experts'."""
     gpus = par.tp * par.pp
     expert_gpus = (par.ep if par.ep > 1 else par.tp) * par.pp
-    dense_gpus = par.pp if par.dp_attention else gpus  # what the weights but the experts split over
-    load = attention_load(par, sequences)  # 1 but under data-parallel attention
     reads, rows = (1.0, 1.0) if tokens is None else expert_load(arch, par, tokens)
     experts = expert_flops / gpus * rows
-    return GpuShare(
-        flops=(flops - expert_flops) / gpus * load + experts,
-        weight_bytes=(weight_bytes - expert_weight_bytes) / dense_gpus
-        + expert_weight_bytes / expert_gpus * reads,
-        kv_bytes=kv_bytes * kv_share_per_gpu(arch, par) * load,
-        other_bytes=other_bytes / gpus * load,
+    share = GpuShare(
+        flops=(flops - expert_flops) / gpus + experts,
+        weight_bytes=(weight_bytes - expert_weight_bytes) / gpus + expert_weight_bytes / expert_gpus * reads,
+        kv_bytes=kv_bytes * kv_share_per_gpu(arch, par),
+        other_bytes=other_bytes / gpus,
         expert_flops=experts,
-        attention_flops=attention_flops / gpus * load,
+        attention_flops=attention_flops / gpus,
     )
+    if par.dp_attention:  # the data-parallel part whole on each GPU, its work the busiest's
+        load = attention_load(par, sequences)
+        if par.dp_dense:
+            held, balanced = weight_bytes - expert_weight_bytes, flops - expert_flops
+            share.other_bytes = share.other_bytes * load
+        else:
+            held, balanced = attention_weight_bytes, attention_flops + attention_linear_flops
+        share.weight_bytes = share.weight_bytes + held * (1.0 / par.pp - 1.0 / gpus)
+        share.flops = share.flops + balanced / gpus * (load - 1.0)
+        share.kv_bytes = share.kv_bytes * load
+        share.attention_flops = share.attention_flops * load
+    return share
 
 
 def comm_bytes_per_gpu(arch: Architecture, prec: Precision, tokens: Num, par: Parallel) -> Num:
     """Bytes each GPU sends in one pass: TP all-reduces and PP hand-offs (EP adds none).
     A layer under TP ends its attention and its MLP in an all-reduce, 2(tp-1)/tp of the
-    activations each; under data-parallel attention only a MoE layer talks, gathering the
-    tokens before its experts and scattering them after, (tp-1)/tp each."""
+    activations each; under data-parallel attention a layer gathers the tokens before its
+    MLP and scatters them after, (tp-1)/tp each, and with dp_dense only a MoE layer does."""
     act = tokens * arch.hidden * prec.activation_bytes
     total: Num = 0.0
     if par.dp_attention:
-        total = 2 * arch.moe_layers * act * (par.tp - 1) / par.tp
+        total = 2 * _sliced_layers(arch, par) * act * (par.tp - 1) / par.tp
     elif par.tp > 1:
         total = total + 2 * arch.layers * act * 2 * (par.tp - 1) / par.tp
     if par.pp > 1:
@@ -236,13 +250,19 @@ def comm_bytes_per_gpu(arch: Architecture, prec: Precision, tokens: Num, par: Pa
 
 def collectives_per_pass(arch: Architecture, par: Parallel) -> int:
     n = 0
-    if par.dp_attention:  # a gather and a scatter around each MoE layer's experts
-        n += 2 * arch.moe_layers
+    if par.dp_attention:  # a gather and a scatter around each sliced MLP
+        n += 2 * _sliced_layers(arch, par)
     elif par.tp > 1:
         n += 2 * arch.layers
     if par.pp > 1:
         n += par.pp - 1
     return n
+
+
+def _sliced_layers(arch: Architecture, par: Parallel) -> int:
+    """The layers whose MLP runs sliced over the GPUs under data-parallel attention: the MoE
+    layers' experts, and with the dense parts sliced too (no dp_dense) every layer's MLP."""
+    return arch.moe_layers if par.dp_dense else arch.layers
 
 
 def comm_time_s(

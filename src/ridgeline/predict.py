@@ -117,7 +117,8 @@ class ParallelInfo:
     # the busiest EP GPU's routed-expert reads over the mean GPU's in a decode step (1 without EP)
     busiest_expert_reads: float = 1.0
     dp_attention: bool = False  # attention data-parallel over the tp GPUs
-    # the busiest GPU's attention over the mean GPU's in a decode step (1 but under dp_attention)
+    dp_dense: bool = False  # and the dense parts with it (the engine's way)
+    # the busiest GPU's data-parallel work over the mean GPU's in a decode step (1 but under dp_attention)
     busiest_attention: float = 1.0
 
 
@@ -243,8 +244,9 @@ class Estimate:
         reads = float(expert_load(self.deployment.arch, par, self.batch)[0])
         busiest = float(attention_load(par, self.batch))
         return ParallelInfo(
-            par.tp, par.pp, par.ep, par.gpus, par.pipeline_bubble, share, reads, par.dp_attention, busiest
-        )
+            par.tp, par.pp, par.ep, par.gpus, par.pipeline_bubble, share, reads,
+            dp_attention=par.dp_attention, dp_dense=par.dp_dense, busiest_attention=busiest,
+        )  # fmt: skip
 
     @cached_property
     def training(self) -> Training:

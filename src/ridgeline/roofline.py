@@ -107,6 +107,8 @@ def time_work(work: Work, m: Deployment, rates: Rates | None = None) -> StepTime
         expert_weight_bytes=work.expert_weight_bytes,
         expert_flops=work.expert_flops,
         attention_flops=work.attention_flops,
+        attention_linear_flops=work.attention_linear_flops,
+        attention_weight_bytes=work.attention_weight_bytes,
         kv_bytes=work.kv_read_bytes + work.kv_write_bytes,
         tokens=work.tokens,
         sequences=work.sequences,
@@ -117,7 +119,7 @@ def time_work(work: Work, m: Deployment, rates: Rates | None = None) -> StepTime
         compute_s = par.pp * share.flops / r.linear_flops_per_s
     else:  # each kind of arithmetic at its own rate
         expert_rate = r.linear_flops_per_s if r.expert_flops_per_s is None else r.expert_flops_per_s
-        if par.dp_attention:  # the busiest GPU's work outside the experts
+        if par.dp_attention:  # the busiest GPU's data-parallel work
             dense_s = (share.flops - share.expert_flops - share.attention_flops) / r.linear_flops_per_s
             attention_s = par.pp * share.attention_flops / r.attention_flops_per_s
         else:
