@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ridgeline.deployment import Deployment
-from ridgeline.ledger import attention_weight_bytes
-from ridgeline.memory import MemoryPlan, resident_weight_bytes
+from ridgeline.memory import MemoryPlan, held_whole_bytes
 from ridgeline.precision import Precision
 from ridgeline.request import Timeline
 from ridgeline.roofline import StepTime
@@ -87,11 +86,8 @@ def _dp_attention(m: Deployment, mem: MemoryPlan, batch: int, busiest: float) ->
     after attention) and costs (what it holds whole on every GPU, and the busiest GPU's share
     of the sequences)."""
     tp = m.par.tp
-    if m.par.dp_dense:
-        weights, experts = resident_weight_bytes(m)
-        held, what = (weights - experts) / m.par.pp, "every weight but the routed experts"
-    else:
-        held, what = attention_weight_bytes(m.arch, m.prec) / m.par.pp, "all the attention weights"
+    held = held_whole_bytes(m)
+    what = "every weight but the routed experts" if m.par.dp_dense else "all the attention weights"
     line = (
         f"Attention runs data-parallel over the {tp} GPUs: each holds {what} ({held / 1e9:,.2f} GB) "
         f"and the whole cache of 1/{tp} of the sequences, none of it replicated (room for "

@@ -23,7 +23,7 @@ from ridgeline.ledger import (
     model_weight_bytes,
     weight_bytes_per_param,
 )
-from ridgeline.parallel import gpu_share, kv_share_per_gpu, make_parallel
+from ridgeline.parallel import gpu_share, held_whole, kv_share_per_gpu, make_parallel
 from ridgeline.precision import Precision
 
 GPU_MEMORY_UTILIZATION = 0.9
@@ -85,6 +85,14 @@ def resident_weight_bytes(m: Deployment) -> tuple[float, float]:
     stored = a.routed_expert_params * weight_bytes_per_param(a, m.prec)
     expert_bytes = stored * (m.engine.resident_expert_factor(m) if m.engine is not None else 1.0)
     return model_weight_bytes(a, m.prec) + expert_bytes - stored, expert_bytes
+
+
+def held_whole_bytes(m: Deployment) -> float:
+    """What data-parallel attention holds whole on each GPU of a stage (parallel.held_whole;
+    0 without it)."""
+    weight_bytes, expert_bytes = resident_weight_bytes(m)
+    held = held_whole(m.par, weight_bytes, expert_bytes, attention_weight_bytes(m.arch, m.prec))
+    return float(held) / m.par.pp
 
 
 def stored_weight_bytes_per_gpu(m: Deployment) -> float:

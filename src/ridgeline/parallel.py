@@ -161,6 +161,16 @@ def attention_load(par: Parallel, sequences: Num) -> Num:
     return ceil(s / par.tp) * par.tp / s
 
 
+def held_whole(
+    par: Parallel, weight_bytes: Num, expert_weight_bytes: Num, attention_weight_bytes: Num
+) -> Num:
+    """The weights data-parallel attention holds whole on every GPU of a stage (0 without it):
+    the attention's, or with dp_dense every weight but the routed experts'."""
+    if not par.dp_attention:
+        return 0.0
+    return weight_bytes - expert_weight_bytes if par.dp_dense else attention_weight_bytes
+
+
 @dataclass  # made per pass, may hold arrays: plain (see _num.Num)
 class GpuShare:
     """One GPU's part of a pass: a GPU of one pipeline stage (the pass visits pp stages in
@@ -220,11 +230,12 @@ def gpu_share(
     )
     if par.dp_attention:  # the data-parallel part whole on each GPU, its work the busiest's
         load = attention_load(par, sequences)
+        held = held_whole(par, weight_bytes, expert_weight_bytes, attention_weight_bytes)
         if par.dp_dense:
-            held, balanced = weight_bytes - expert_weight_bytes, flops - expert_flops
+            balanced = flops - expert_flops
             share.other_bytes = share.other_bytes * load
         else:
-            held, balanced = attention_weight_bytes, attention_flops + attention_linear_flops
+            balanced = attention_flops + attention_linear_flops
         share.weight_bytes = share.weight_bytes + held * (1.0 / par.pp - 1.0 / gpus)
         share.flops = share.flops + balanced / gpus * (load - 1.0)
         share.kv_bytes = share.kv_bytes * load

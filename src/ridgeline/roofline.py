@@ -97,7 +97,6 @@ def time_work(work: Work, m: Deployment, rates: Rates | None = None) -> StepTime
     share of the work (parallel.gpu_share)."""
     r = rates or pass_rates(m, work.tokens)
     par = m.par
-    gpus = par.tp * par.pp
     flops = work.flops
     share = gpu_share(
         m.arch,
@@ -119,12 +118,8 @@ def time_work(work: Work, m: Deployment, rates: Rates | None = None) -> StepTime
         compute_s = par.pp * share.flops / r.linear_flops_per_s
     else:  # each kind of arithmetic at its own rate
         expert_rate = r.linear_flops_per_s if r.expert_flops_per_s is None else r.expert_flops_per_s
-        if par.dp_attention:  # the busiest GPU's data-parallel work
-            dense_s = (share.flops - share.expert_flops - share.attention_flops) / r.linear_flops_per_s
-            attention_s = par.pp * share.attention_flops / r.attention_flops_per_s
-        else:
-            dense_s = (work.linear_flops - work.expert_flops) / gpus / r.linear_flops_per_s
-            attention_s = par.pp * work.attention_flops / gpus / r.attention_flops_per_s
+        dense_s = (share.flops - share.expert_flops - share.attention_flops) / r.linear_flops_per_s
+        attention_s = par.pp * share.attention_flops / r.attention_flops_per_s
         expert_s = share.expert_flops / expert_rate
         compute_s = par.pp * (dense_s + expert_s) + attention_s
     weight_s = par.pp * share.weight_bytes / r.weight_bytes_per_s
