@@ -185,3 +185,67 @@ def test_the_json_says_so() -> None:
     assert data["parallel"]["dp_attention"] is True and data["parallel"]["dp_dense"] is True
     assert data["parallel"]["busiest_attention"] == 8.0  # batch 1
     assert math.isfinite(data["tpot_s"])
+
+
+def lone_prompts(d: Deployment, prompts: int, prompt: int, **knobs: int) -> list[int]:
+    """The tokens of each step a replica runs for `prompts` prompts arriving at once, each
+    then writing one token more."""
+    from ridgeline.simulate import Lengths, Workload, simulate
+    from ridgeline.simulate.run import engine_config
+
+    w = Workload(prompt=Lengths("fixed", prompt), output=Lengths("fixed", 1), rate_per_s=None,
+                 concurrency=prompts, requests=prompts, duration_s=None)  # fmt: skip
+    result = simulate(d, w, engine=engine_config(d, **knobs))  # type: ignore[arg-type]
+    return list(result.engines[0].trace.tokens)
+
+
+def test_sglang_chunks_a_prompt_by_its_ranks_share_of_the_budget() -> None:
+    """SGLang divides --chunked-prefill-size by the DP size (ServerArgs): on an H200 (141 GB,
+    under its 160 GiB tier) the size is 8,192 tokens, so a rank's chunk is 1,024 and a lone
+    4,000-token prompt prefills in 3 x 1,024 + 928 (then decodes one token). At TP alone the
+    whole prompt is one step."""
+    assert lone_prompts(deepseek(True, "sglang"), 1, 4000) == [1024, 1024, 1024, 928, 1]
+    assert lone_prompts(deepseek(False, "sglang"), 1, 4000) == [4000, 1]
+
+
+def test_each_rank_chunks_its_own_prompt_at_once() -> None:
+    """Eight 4,000-token prompts at once: under SGLang each of the eight ranks takes a
+    1,024-token chunk of its own each step (8,192 in all, the replica's budget), so four
+    steps of 8,192, 8,192, 8,192 and 8 x 928, then one of their 8 decodes; TensorRT-LLM's
+    max_num_tokens (8,192) is each rank's, so every prompt runs whole in the first step,
+    32,000 tokens."""
+    assert lone_prompts(deepseek(True, "sglang"), 8, 4000) == [8192, 8192, 8192, 8 * 928, 8]
+    assert lone_prompts(deepseek(True, "trtllm"), 8, 4000)[0] == 32_000
+    assert lone_prompts(deepseek(False, "trtllm"), 8, 4000)[0] == 8192
+
+
+def test_the_limits_are_the_replicas_or_each_ranks_as_the_engine_sets_them() -> None:
+    from ridgeline.simulate.engine import EngineConfig, Limits, replica_limits
+
+    sglang = EngineConfig(max_num_seqs=2048, max_num_batched_tokens=8192, dp_limits="replica")
+    trtllm = EngineConfig(max_num_seqs=384, max_num_batched_tokens=1536, dp_limits="rank")
+    assert replica_limits(sglang, 8) == Limits(2048, 8192, 1024, 8)
+    # TensorRT-LLM's DeepSeek-R1 recipe: max_batch_size 384 at TP 8 for 3,072 concurrent
+    assert replica_limits(trtllm, 8) == Limits(3072, 12_288, 1536, 8)
+    assert replica_limits(trtllm, 1) == Limits(384, 1536, 1536, 1)
+    assert [deepseek(True, e).scheduler.dp_limits for e in ("sglang", "trtllm", "vllm")] == [  # type: ignore[union-attr]
+        "replica", "rank", "rank",
+    ]  # fmt: skip
+
+
+def test_a_request_must_fit_the_one_gpu_its_cache_sits_on() -> None:
+    """Under data-parallel attention a sequence's cache is whole on one GPU: a request the
+    replica's pool could hold but no GPU's eighth of it is one line, not a run."""
+    from ridgeline.simulate import Lengths, Workload, simulate
+    from ridgeline.simulate.kvcache import kv_cache
+    from ridgeline.simulate.run import engine_config
+
+    d = deepseek(True, "sglang")
+    cfg = engine_config(d, gpu_memory_utilization=0.68)  # of the H200's 141 GiB
+    kv = kv_cache(d, cfg.block_tokens, 0.68, cfg.max_num_seqs, cfg.max_num_batched_tokens)
+    prompt = kv.tokens // 8 + 64  # more than a GPU holds, an eighth of the pool
+    assert prompt + 1 < d.arch.max_context
+    w = Workload(prompt=Lengths("fixed", prompt), output=Lengths("fixed", 1), requests=1, duration_s=None)
+    with pytest.raises(RidgelineError, match="a GPU holds under --dp-attention"):
+        simulate(d, w, engine=cfg)
+    assert simulate(deepseek(False, "sglang"), w, engine=cfg).summary is not None  # TP's pool is whole

@@ -14,6 +14,7 @@ import pytest
 from ridgeline import Deployment, memory
 from ridgeline.cli import main
 from ridgeline.engines import engines
+from ridgeline.errors import RidgelineError
 from ridgeline.memory import stored_weight_bytes_per_gpu
 from ridgeline.simulate.kvcache import kv_cache
 
@@ -893,3 +894,14 @@ def test_vllm_holds_mxfp4_experts_repacked_before_hopper_and_as_stored_on_it() -
     for model, kw in (("gpt-oss-120b", {"weights": "bf16"}), ("llama-3.1-8b", {"weights": "int4-g128"})):
         with_engine, alone = held(model, "a100-80gb-sxm", **kw)
         assert with_engine == alone
+
+
+def test_whose_limits_under_data_parallel_attention_round_trips_and_is_checked(tmp_path: Path) -> None:
+    from ridgeline.engines import get_engine, profile_to_toml
+
+    p = get_engine(write_profile(tmp_path, PERFECT + 'scheduler = { dp_limits = "rank" }\n'))
+    assert p.scheduler.dp_limits == "rank"
+    assert get_engine(write_profile(tmp_path, profile_to_toml(p), "again.toml")).scheduler == p.scheduler
+    assert get_engine(write_profile(tmp_path, PERFECT, "plain.toml")).scheduler.dp_limits == "replica"
+    with pytest.raises(RidgelineError, match=r"scheduler\.dp_limits must be one of replica, rank"):
+        get_engine(write_profile(tmp_path, PERFECT + 'scheduler = { dp_limits = "gpu" }\n', "bad.toml"))

@@ -92,6 +92,8 @@ class View:
         self.waiting: list[int] = []
         self.max_num_seqs = 1024
         self.max_num_batched_tokens = 8192
+        self.max_chunk_tokens = 8192  # one rank: a chunk may take the whole budget
+        self.dp_ranks = 1
         for prompt, output, context, admitted in decoders:
             rid = self.reqs.add(0.0, prompt, output)
             self.reqs.state[rid] = DECODE

@@ -160,6 +160,11 @@ class Scheduler:
     large_max_num_seqs: int | None = None
     large_max_num_batched_tokens: int | None = None
     large_from_memory_gib: float = 0.0  # 0: no large tier
+    # under data-parallel attention, whose the limits above are: the replica's, shared out over
+    # its ranks (SGLang divides --chunked-prefill-size and --max-running-requests by the DP
+    # size), or each rank's own (vLLM's DP ranks are whole engines; TensorRT-LLM's
+    # max_batch_size and max_num_tokens are a rank's)
+    dp_limits: str = "replica"
 
     def on(self, hw: Accelerator) -> Scheduler:
         """The defaults the engine starts with on this accelerator."""
@@ -504,6 +509,9 @@ _COUNTS = {
 }
 
 
+DP_LIMITS = ("replica", "rank")  # Scheduler.dp_limits
+
+
 def _scheduler(w: str, sched: dict[str, Any]) -> Scheduler:
     """A profile's scheduler table; what it leaves out takes Scheduler's own defaults."""
     gpus = sched.get("small_gpus", [])
@@ -520,11 +528,17 @@ def _scheduler(w: str, sched: dict[str, Any]) -> Scheduler:
     chunked = check_flag(f"{w}: scheduler.chunked_prefill", sched.get("chunked_prefill", True))
     caching = check_flag(f"{w}: scheduler.prefix_caching", sched.get("prefix_caching", False))
     overlap = check_flag(f"{w}: scheduler.overlap", sched.get("overlap", False))
+    dp_limits = sched.get("dp_limits", "replica")
+    if dp_limits not in DP_LIMITS:
+        raise RidgelineError(
+            f"{w}: scheduler.dp_limits must be one of {', '.join(DP_LIMITS)}, got {dp_limits!r:.60}"
+        )
     return Scheduler(
         policy=str(sched.get("policy", "vllm")),
         chunked_prefill=chunked,
         prefix_caching=caching,
         overlap=overlap,
+        dp_limits=dp_limits,
         small_gpus=tuple(g.lower() for g in gpus),
         **given,
     )
@@ -772,6 +786,8 @@ def _scheduler_fields(sc: Scheduler) -> dict[str, Any]:
         "prefix_caching": sc.prefix_caching,
         "overlap": sc.overlap,
     }
+    if sc.dp_limits != "replica":
+        fields["dp_limits"] = sc.dp_limits
     tiers = {
         "small_max_num_seqs": sc.small_max_num_seqs,
         "small_max_num_batched_tokens": sc.small_max_num_batched_tokens,

@@ -62,6 +62,12 @@ class Parallel:
         return self.tp * self.pp
 
     @property
+    def dp_ranks(self) -> int:
+        """The GPUs a stage shares its sequences out over, each running its own: tp under
+        data-parallel attention, else 1 (every GPU works on every sequence)."""
+        return self.tp if self.dp_attention else 1
+
+    @property
     def pipeline_bubble(self) -> float:
         """Share of each pass a pipeline stage sits idle with one micro-batch in flight:
         (pp - 1) / pp. Serving many micro-batches at once fills it; latency never falls."""

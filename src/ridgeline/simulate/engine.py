@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ridgeline.checks import MAX_COUNT, MAX_TOKENS, check_fraction, check_size
-from ridgeline.engines import Scheduler
+from ridgeline.engines import DP_LIMITS, Scheduler
 from ridgeline.errors import RidgelineError
 from ridgeline.ledger import attended_pairs, cached_tokens
 from ridgeline.simulate.kvcache import MAX_BLOCK_TOKENS, KvCache
@@ -116,6 +116,7 @@ class EngineConfig:
     chunked_prefill: bool = True  # False: a prefill runs whole in one step, never split
     prefix_caching: bool = False  # a preempted request's freed blocks stay cached until reused
     overlap: bool = False  # the next step is planned while this one runs (Scheduler.overlap)
+    dp_limits: str = Scheduler.dp_limits  # under data-parallel attention: "replica" or "rank" (Scheduler)
 
     def __post_init__(self) -> None:
         self.check()
@@ -130,6 +131,10 @@ class EngineConfig:
         for name in ("chunked_prefill", "prefix_caching", "overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise RidgelineError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.dp_limits not in DP_LIMITS:
+            raise RidgelineError(
+                f"dp_limits must be one of {', '.join(DP_LIMITS)}, got {self.dp_limits!r:.60}"
+            )
         if not isinstance(self.policy, str) or self.policy not in POLICIES:
             raise RidgelineError(
                 f"scheduler policy {self.policy!r} is unknown: use {' or '.join(map(repr, POLICIES))}"
@@ -139,6 +144,32 @@ class EngineConfig:
                 f"--max-num-batched-tokens {self.max_num_batched_tokens} is below --max-num-seqs "
                 f"{self.max_num_seqs}: every running sequence needs a token each step; raise it"
             )
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a replica's scheduler works within, one step at a time: its running sequences and
+    tokens, and the most tokens one request's chunk may take (a rank's budget: under
+    data-parallel attention each request prefills on one GPU, within that GPU's share)."""
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_chunk_tokens: int
+    ranks: int = 1  # the ranks each running their own chunked prefill
+
+
+def replica_limits(cfg: EngineConfig, ranks: int) -> Limits:
+    """The limits of a replica whose sequences are shared out over `ranks` GPUs (1 without
+    data-parallel attention: the config's own). With `dp_limits` "replica" the config's are
+    the replica's and a rank's budget is its share (SGLang divides --chunked-prefill-size by
+    the DP size); with "rank" each rank has the config's (vLLM's whole-engine DP ranks,
+    TensorRT-LLM's per-rank max_batch_size and max_num_tokens), so the replica has ranks x."""
+    seqs, tokens = cfg.max_num_seqs, cfg.max_num_batched_tokens
+    if ranks == 1:
+        return Limits(seqs, tokens, tokens)
+    if cfg.dp_limits == "rank":
+        return Limits(seqs * ranks, tokens * ranks, tokens, ranks)
+    return Limits(seqs, tokens, max(1, tokens // ranks), ranks)
 
 
 class Trace:
@@ -184,8 +215,11 @@ class Engine:
         # preempted requests whose freed blocks may still be cached: rid -> (blocks taken then,
         # free blocks ahead of its own in the order they are reused, its blocks, its tokens)
         self.cached: dict[int, tuple[int, int, int, int]] | None = {} if cfg.prefix_caching else None
-        self.max_num_batched_tokens = cfg.max_num_batched_tokens
-        self.max_num_seqs = cfg.max_num_seqs
+        limits = replica_limits(cfg, model.m.par.dp_ranks)
+        self.max_num_batched_tokens = limits.max_num_batched_tokens
+        self.max_num_seqs = limits.max_num_seqs
+        self.max_chunk_tokens = limits.max_chunk_tokens
+        self.dp_ranks = limits.ranks
         self.chunked_prefill = cfg.chunked_prefill
         self.replica = replica
         self.follow_up = follow_up

@@ -33,7 +33,7 @@ from ridgeline.checks import check_number, check_price, check_size
 from ridgeline.deployment import Deployment
 from ridgeline.errors import RidgelineError
 from ridgeline.simulate import report
-from ridgeline.simulate.engine import EngineConfig
+from ridgeline.simulate.engine import EngineConfig, replica_limits
 from ridgeline.simulate.kvcache import kv_cache
 from ridgeline.simulate.run import Result as SimResult
 from ridgeline.simulate.run import check_slo, mean_tokens, simulate
@@ -279,7 +279,8 @@ def first_guess(m: Deployment, w: Workload, cfg: EngineConfig) -> Guess:
     kv = kv_cache(
         m, cfg.block_tokens, cfg.gpu_memory_utilization, cfg.max_num_seqs, cfg.max_num_batched_tokens
     )
-    batch = max(1, min(cfg.max_num_seqs, kv.tokens // (prompt + output)))
+    seqs = replica_limits(cfg, m.par.dp_ranks).max_num_seqs
+    batch = max(1, min(seqs, kv.tokens // (prompt + output)))
     step_s = float(request.decode_step(m, prompt + output / 2, batch).time_s)
     prefill_s = float(request.prefill_step(m, prompt).time_s)
     rate = 1.0 / (prefill_s + output * step_s / batch)

@@ -74,6 +74,12 @@ class SchedulerView(Protocol):
     def max_num_batched_tokens(self) -> int: ...
 
     @property
+    def max_chunk_tokens(self) -> int: ...  # the most one request's chunk may take: a rank's budget
+
+    @property
+    def dp_ranks(self) -> int: ...  # ranks each with a chunked prefill of its own (1 but under DP attention)
+
+    @property
     def chunked_prefill(self) -> bool: ...  # False: a prefill is scheduled whole or not at all
 
     def decode_blocks(self) -> int:

@@ -12,7 +12,7 @@ from ridgeline.checks import check_positive, check_size
 from ridgeline.deployment import Deployment
 from ridgeline.errors import RidgelineError
 from ridgeline.simulate import report
-from ridgeline.simulate.engine import Engine, EngineConfig
+from ridgeline.simulate.engine import Engine, EngineConfig, replica_limits
 from ridgeline.simulate.kvcache import KvCache, blocks_for, kv_cache
 from ridgeline.simulate.requests import Requests
 from ridgeline.simulate.router import check_router, run_fleet
@@ -112,7 +112,8 @@ def engine_config(
 ) -> EngineConfig:
     """The engine's knobs: those given, else the deployment's engine profile's scheduler
     (its policy, max sequences, batched-token budget, chunked prefill, prefix caching and
-    overlapped scheduling), else vLLM's defaults."""
+    overlapped scheduling, and whose limits they are under data-parallel attention), else
+    vLLM's defaults."""
     base = m.scheduler or EngineConfig()
     return EngineConfig(
         max_num_seqs=base.max_num_seqs if max_num_seqs is None else max_num_seqs,
@@ -126,6 +127,7 @@ def engine_config(
         chunked_prefill=base.chunked_prefill if chunked_prefill is None else chunked_prefill,
         prefix_caching=base.prefix_caching if prefix_caching is None else prefix_caching,
         overlap=base.overlap if overlap is None else overlap,
+        dp_limits=base.dp_limits,
     )
 
 
@@ -151,24 +153,32 @@ def hold_apart(reqs: Requests, start: int, kv: KvCache) -> None:
             reqs.spared[i] -= kv.apart_blocks(reqs.prompt[i] + reqs.output[i]) * kv.block_tokens
 
 
-def check_fits(reqs: Requests, start: int, blocks: int, block_tokens: int) -> None:
-    """Every request must fit the cache alone, or preemption could never let it finish."""
+def check_fits(reqs: Requests, start: int, blocks: int, block_tokens: int, ranks: int = 1) -> None:
+    """Every request must fit the cache alone (under data-parallel attention over `ranks`
+    GPUs, the one GPU's it sits on), or preemption could never let it finish."""
     for i in range(start, len(reqs)):
         tokens = reqs.prompt[i] + reqs.output[i] - reqs.spared[i]
         if blocks_for(tokens, block_tokens) > blocks:
+            where, fix = (
+                ("a GPU holds under --dp-attention", "drop --dp-attention")
+                if ranks > 1
+                else ("a replica holds", "raise --tp")
+            )
             raise RidgelineError(
                 f"a request of {reqs.prompt[i]:,} + {reqs.output[i]:,} tokens needs more KV cache than "
-                f"a replica holds ({blocks * block_tokens:,} tokens): shorten it or raise --tp"
+                f"{where} ({blocks * block_tokens:,} tokens): shorten it or {fix}"
             )
 
 
-def check_whole_prefills(reqs: Requests, start: int, cfg: EngineConfig) -> None:
-    """With chunked prefill off, every prefill must fit one step's token budget whole: a
-    request's prompt (less its prefix-cache hit) and, under a policy that preempts by
-    recompute (vLLM's, SGLang's), its prompt and every token it may have written by then."""
+def check_whole_prefills(reqs: Requests, start: int, cfg: EngineConfig, ranks: int = 1) -> None:
+    """With chunked prefill off, every prefill must fit one step's token budget whole (under
+    data-parallel attention, its rank's): a request's prompt (less its prefix-cache hit) and,
+    under a policy that preempts by recompute (vLLM's, SGLang's), its prompt and every token
+    it may have written by then."""
     if cfg.chunked_prefill:
         return
-    budget = cfg.max_num_batched_tokens
+    budget = replica_limits(cfg, ranks).max_chunk_tokens
+    shared = cfg.max_num_batched_tokens // budget  # the flag's tokens a rank's one stands for
     for i in range(start, len(reqs)):
         tokens = whole_prefill_tokens(cfg.policy, reqs.prompt[i] - reqs.hit[i], reqs.output[i])
         if tokens > budget:
@@ -176,8 +186,8 @@ def check_whole_prefills(reqs: Requests, start: int, cfg: EngineConfig) -> None:
             redo = f" and a recompute of its {reqs.output[i]:,} output tokens" if again else ""
             raise RidgelineError(
                 f"with chunked prefill off a step must hold a whole prefill: a prompt of "
-                f"{reqs.prompt[i]:,} tokens{redo} needs --max-num-batched-tokens {tokens:,}, not "
-                f"{budget:,}: raise it, or turn chunked prefill on"
+                f"{reqs.prompt[i]:,} tokens{redo} needs --max-num-batched-tokens {tokens * shared:,}, "
+                f"not {cfg.max_num_batched_tokens:,}: raise it, or turn chunked prefill on"
             )
 
 
@@ -208,11 +218,15 @@ def simulate(
         m, cfg.block_tokens, cfg.gpu_memory_utilization, cfg.max_num_seqs, cfg.max_num_batched_tokens
     )
     bs = kv.block_tokens
+    # under data-parallel attention a request's cache sits on one of the ranks' GPUs, each of
+    # which holds the shared prefix too
+    ranks = m.par.dp_ranks
+    rank_blocks = kv.blocks // ranks
     pinned = workload.shared_prefix_tokens // bs
-    if pinned >= kv.blocks:
+    if pinned >= rank_blocks:
         raise RidgelineError(
             f"--shared-prefix {workload.shared_prefix_tokens:,} tokens fills the whole KV cache "
-            f"({kv.tokens:,} tokens); shorten it"
+            f"({rank_blocks * bs:,} tokens{' a GPU' if ranks > 1 else ''}); shorten it"
         )
     reqs = make_requests(workload, m.arch.max_context, bs, m.arch.name)
     if router == "least-outstanding" and not workload.closed and len(reqs) * replicas > MAX_ROUTING_LOOKS:
@@ -222,8 +236,8 @@ def simulate(
             "round-robin, fewer replicas or fewer requests"
         )
     hold_apart(reqs, 0, kv)
-    check_fits(reqs, 0, kv.blocks - pinned, bs)
-    check_whole_prefills(reqs, 0, cfg)
+    check_fits(reqs, 0, rank_blocks - pinned, bs, ranks)
+    check_whole_prefills(reqs, 0, cfg, ranks)
     follow_up = None
     if workload.closed:
         loop = ClosedLoop(workload, reqs, m.arch.max_context, bs)
@@ -232,12 +246,13 @@ def simulate(
             rid = loop.follow_up(done, finish_s)
             if rid is not None:
                 hold_apart(reqs, rid, kv)
-                check_fits(reqs, rid, kv.blocks - pinned, bs)
-                check_whole_prefills(reqs, rid, cfg)
+                check_fits(reqs, rid, rank_blocks - pinned, bs, ranks)
+                check_whole_prefills(reqs, rid, cfg, ranks)
             return rid
 
     model = step_model(m)
-    engines = [Engine(reqs, model, cfg, kv, pinned, j, follow_up, trace=summarize) for j in range(replicas)]
+    held = pinned * ranks  # the shared prefix's blocks, on each rank's GPU
+    engines = [Engine(reqs, model, cfg, kv, held, j, follow_up, trace=summarize) for j in range(replicas)]
     ids = list(range(len(reqs)))
     span = reqs.arrival_s[-1] - reqs.arrival_s[0] if len(reqs) > 1 else 0.0
     if workload.closed:

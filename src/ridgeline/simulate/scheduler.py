@@ -22,6 +22,11 @@ and admits the shorter ones behind it that do (it keeps its place at the head); 
 and TensorRT-LLM's stop at it, so everyone behind it waits too. Blocks and the sequence
 limit stop the queue under every policy. run.check_whole_prefills refuses a run in which
 some request's prefill could never fit a whole step.
+
+Under data-parallel attention each request runs on one of the replica's GPUs (ranks), so
+one request's chunk takes at most a rank's budget (`max_chunk_tokens`), and SGLang's prefill
+batch holds one unfinished chunked prefill a rank (`dp_ranks`); engine.replica_limits says
+whose the limits are.
 """
 
 from __future__ import annotations
@@ -53,13 +58,14 @@ class VllmPolicy:
             else:
                 free -= need
         budget = view.max_num_batched_tokens - decoding
+        cap = view.max_chunk_tokens
         chunks: list[Chunk] = []
         computed, target, held, spared = r.computed, r.target, r.held, r.spared
         i = 0
         while i < end and budget > 0:
             rid = prefilling[i]
             c = computed[rid]
-            n = target[rid] - c
+            n = min(target[rid] - c, cap)
             if n > budget:
                 n = budget
             fit = (held[rid] + free) * bs + spared[rid] - c  # tokens the free blocks can take
@@ -89,10 +95,10 @@ class VllmPolicy:
             for rid in view.waiting:
                 c = computed[rid]
                 n = target[rid] - c
-                if n > budget:
+                if n > budget or n > cap:
                     if whole:
                         continue  # it waits, keeping its place, and a shorter one behind may go
-                    n = budget
+                    n = min(budget, cap)
                 blocks = -(-(c + n - spared[rid]) // bs)
                 if blocks > free:
                     break
@@ -229,7 +235,7 @@ class SglangPolicy:
         bs, c = view.block_tokens, r.computed[rid]
         n = r.target[rid] - c
         need = n + max_new_reserved(r.output[rid])
-        whole = n <= view.max_num_batched_tokens
+        whole = n <= view.max_chunk_tokens
         left, decoders = self.to_write(view), view.n_decoding
         free = view.free_blocks  # as the step at k starts: fewer by the blocks of steps 1 .. k-1
         if need >= free * bs - MIN_NEW_TOKEN_RATIO * (left - decoders * (most - 1)):
@@ -253,17 +259,20 @@ class SglangPolicy:
         free = view.free_blocks
         room = self.room(free, bs, view.step, self.to_write(view))
         budget = view.max_num_batched_tokens
+        cap = view.max_chunk_tokens
         computed, target, held, spared = r.computed, r.target, r.held, r.spared
         chunks: list[Chunk] = []
-        for rid in view.prefilling:  # the chunked prefill carries on first
+        partial = 0  # chunked prefills this batch leaves unfinished: one a rank
+        for rid in view.prefilling:  # the chunked prefills carry on first
             c = computed[rid]
-            n = min(target[rid] - c, budget, int(room), (held[rid] + free) * bs + spared[rid] - c)
+            n = min(target[rid] - c, budget, cap, int(room), (held[rid] + free) * bs + spared[rid] - c)
             if n <= 0:
                 continue
             free -= -(-(c + n - spared[rid]) // bs) - held[rid]
             room -= n + (max_new_reserved(r.output[rid]) if c + n == target[rid] else 0)
             budget -= n
             chunks.append((rid, n, c))
+            partial += c + n < target[rid]
         running = view.n_decoding + len(view.prefilling)
         idle = not running
         admitted = 0
@@ -275,10 +284,10 @@ class SglangPolicy:
             new = max_new_reserved(r.output[rid])  # reserved whole
             if n + new >= room and not (idle and not chunks):
                 break
-            whole = n <= budget
-            if not (whole or view.chunked_prefill):
-                break  # it waits for a batch with room for all of it
-            n = min(n, budget, free * bs + spared[rid] - c)
+            whole = n <= budget and n <= cap
+            if not (whole or view.chunked_prefill) or (not whole and partial >= view.dp_ranks):
+                break  # it waits for a batch with room for all of it, or for a rank of its own
+            n = min(n, budget, cap, free * bs + spared[rid] - c)
             if n <= 0 or (whole and n < target[rid] - c):
                 break  # its blocks are not free
             free -= -(-(c + n - spared[rid]) // bs)
@@ -290,7 +299,9 @@ class SglangPolicy:
             if r.output[rid] + 1 > CLIP_MAX_NEW_TOKENS:
                 self.long.add(rid)
             if not whole:
-                break  # the batch's one chunked prefill ends it
+                partial += 1
+                if partial >= view.dp_ranks:
+                    break  # the batch's chunked prefill (one a rank) ends it
         return chunks, admitted
 
     def retract(self, view: SchedulerView) -> list[int]:
@@ -361,13 +372,14 @@ class NoEvictPolicy:
         bs = view.block_tokens
         free = view.free_blocks - (view.decode_blocks() if view.n_decoding else 0)
         budget = view.max_num_batched_tokens - view.n_decoding
+        cap = view.max_chunk_tokens
         computed, target, held, spared = r.computed, r.target, r.held, r.spared
         chunks: list[Chunk] = []
         for rid in view.prefilling:
             if budget <= 0:
                 break
             c = computed[rid]
-            n = min(target[rid] - c, budget)
+            n = min(target[rid] - c, budget, cap)
             free -= -(-(c + n - spared[rid]) // bs) - held[rid]
             chunks.append((rid, n, c))
             budget -= n
@@ -381,10 +393,10 @@ class NoEvictPolicy:
                 break
             c = computed[rid]
             n = target[rid] - c
-            if n > budget:
+            if n > budget or n > cap:
                 if not view.chunked_prefill:
                     break  # it waits for a step with room for all of it
-                n = budget
+                n = min(budget, cap)
             free -= -(-(c + n - spared[rid]) // bs)
             spare -= life
             self.promised += life
