@@ -249,3 +249,25 @@ def test_a_request_must_fit_the_one_gpu_its_cache_sits_on() -> None:
     with pytest.raises(RidgelineError, match="a GPU holds under --dp-attention"):
         simulate(d, w, engine=cfg)
     assert simulate(deepseek(False, "sglang"), w, engine=cfg).summary is not None  # TP's pool is whole
+
+
+def test_a_prompts_chunk_runs_on_one_gpu_and_the_step_waits_for_it() -> None:
+    """A step's data-parallel work waits for its busiest GPU. With 64 decoders at context
+    1,000 beside one 8,192-token chunk of a fresh prompt (vLLM's DP ranks: a rank's budget
+    is 8,192), the chunk's GPU does 8,192 of the 8,256 tokens and, of the step's attended
+    pairs (a chunk of n tokens at context c attends n c + n^2 / 2; a decoder c + 1/2), all but
+    64 x 1,000.5: the step is priced as that share of the work on one GPU, 1 / share
+    sequences, not as 65 sequences shared out. Short chunks among many decoders share out."""
+    from ridgeline.simulate import Lengths, Workload, simulate
+
+    w = Workload(prompt=Lengths("fixed", 100), output=Lengths("fixed", 2), requests=1, duration_s=None)
+    engine = simulate(deepseek(True, "vllm"), w, summarize=False).engines[0]
+    assert engine.dp_ranks == 8
+    chunk = 8192 * 8192 / 2
+    decoders = 64 * 1000.5
+    assert engine.spread(64, [(0, 8192, 0)], 8256, chunk + decoders) == pytest.approx(
+        (chunk + decoders) / chunk
+    )
+    # 8 decoders and a 1-token chunk: nothing dominates, ceil(9 / 8) = 2 of 9 is the busiest's
+    assert engine.spread(8, [(0, 1, 0)], 9, 8 * 1000.5 + 0.5) == 9
+    assert engine.spread(64, [], 64, decoders) == 64  # decodes alone share out by count

@@ -442,9 +442,6 @@ class Engine:
             raise RuntimeError("an engine step with no tokens to run: a scheduling bug")
         target = self.reqs.target
         tokens = sampled = n  # sampled: one per decoder, and one per prefill the step finishes
-        # the sequences the step's GPUs can share out under data-parallel attention, where each
-        # GPU draws its own requests: the running ones and those waiting to start
-        spread = n + len(chunks) + len(self.waiting)
         if model.global_only:
             pairs = cached = 0.0
             if n:
@@ -469,7 +466,7 @@ class Engine:
                 if self.host_per_seq and self.host_per_seq * sampled > dt:  # the host's work, the floor
                     dt = self.host_per_seq * sampled
             else:
-                dt = model.time_s(tokens, [pairs], [cached], sampled, spread)
+                dt = model.time_s(tokens, [pairs], [cached], sampled, self.spread(n, chunks, tokens, pairs))
             self.record(dt, 1, tokens, pairs, cached)
         else:
             if decode:
@@ -483,6 +480,7 @@ class Engine:
                 for g, w in enumerate(model.windows):
                     group_pairs[g] += attended_pairs(new, c, w)
                     group_cached[g] += cached_tokens(c, w)
+            spread = self.spread(n, chunks, tokens, sum(group_pairs))
             dt = model.time_s(tokens, group_pairs, group_cached, sampled, spread)
             self.record_groups(dt, tokens, group_pairs, group_cached)
         self.planned = self.t
@@ -499,6 +497,24 @@ class Engine:
             computed[rid] = done
             if done == target[rid]:
                 self.prefilled(rid, t1)
+
+    def spread(self, n: int, chunks: Sequence[Chunk], tokens: int, pairs: float) -> float:
+        """The sequences a step's data-parallel work shares out as, under data-parallel
+        attention (the step model's `sequences`; the core's attention_load): each GPU draws its
+        own requests, so the running ones and those waiting to start, unless one prompt's chunk,
+        which runs on one GPU, is more of the step's tokens or attended pairs than the busiest
+        GPU's ceil(spread / ranks) of them would be. Then its GPU is the busiest, with that
+        share s of the work: tp x s of the mean GPU's, which 1 / s sequences give."""
+        spread = n + len(chunks) + len(self.waiting)
+        ranks = self.dp_ranks
+        if ranks == 1 or not chunks:
+            return spread
+        windows = self.model.windows
+        share = max(
+            max(new / tokens, sum(attended_pairs(new, c, w) for w in windows) / pairs if pairs else 0.0)
+            for _, new, c in chunks
+        )
+        return 1.0 / share if share * spread > math.ceil(spread / ranks) else spread
 
     def decode_totals(self) -> tuple[list[float], list[float], list[int]]:
         """Attended pairs and cached tokens of the decoders at this step, per window group,
