@@ -721,3 +721,74 @@ def test_a_launch_command_schedules_as_the_simulated_engine_did(engine: str, ove
     assert ("--async-scheduling" in words) == (engine == "vllm" and overlap)
     assert ("--disable-overlap-schedule" in words) == (engine == "sglang" and not overlap)
     assert ("disable_overlap_scheduler: true" in options) == (engine == "trtllm" and not overlap)
+
+
+def test_data_parallel_attention_is_an_axis_whose_bounds_hold() -> None:
+    """`--dp-attention off,on` doubles the shapes; llama.cpp has no such mode (invalid). Every
+    point that builds, simulated whole and screened: each p99 is at least the closed form's
+    bound (a request alone, its attention on one GPU) and at least its screen's, as the
+    prune and fidelity stages assume."""
+    arch = get_model("qwen3-30b-a3b")
+    space = make_space(
+        {"gpu": "h100-sxm", "tp": "2", "weights": "fp8", "maths": "bf16", "kv_dtype": "bf16",
+         "engine": "vllm,sglang,trtllm,llamacpp", "dp_attention": "off,on", "replicas": "1"},
+        None, arch,
+    )  # fmt: skip
+    assert space.dp_attention == (False, True) and space.to_dict()["dp_attention"] == ["off", "on"]
+    w = Workload(Lengths("lognormal", 1500, 0.6), Lengths("fixed", 100), rate_per_s=8.0, requests=120,
+                 duration_s=None)  # fmt: skip
+    slo = metrics.Slo(ttft_s=0.5, tpot_s=0.05)
+    dem = demand(w, arch.max_context, 16)
+    loose = prune(space, arch, dem, metrics.Slo(ttft_s=1e6), None, 8.0, 16, 0.9)
+    assert loose.invalid == 1 and "no data-parallel attention" in loose.notes["invalid"]
+    shapes = list(loose.deployments)
+    assert sum(s.dp_attention for s in shapes) == 3 and len(shapes) == 7
+    ctx = Context("qwen3-30b-a3b", w, slo, None, 8.0, "round-robin", 16, 0.9, None,
+                  tuple(loose.deployments[s] for s in shapes))  # fmt: skip
+    assert len(loose.survivors) == 7
+    for p in loose.survivors:
+        assert ("|dp|" in p.key) == p.shape.dp_attention
+        task = Task(p.key, shapes.index(p.shape), p.max_num_seqs, p.max_num_batched_tokens, p.replicas,
+                    point_seed(0, p.key), chunked_prefill=p.chunked_prefill)  # fmt: skip
+        row = simulate_task(ctx, task)
+        assert isinstance(row, dict) and row["status"] != "error", row
+        assert row["dp_attention"] is p.shape.dp_attention
+        b = bounds(loose.deployments[p.shape], dem, slo)
+        assert row["ttft_p99_s"] >= b.ttft_s * (1 - 1e-9), p.key
+        assert b.tpot_s is not None and row["tpot_p99_s"] >= b.tpot_s * (1 - 1e-9), p.key
+        screened = simulate_task(ctx, replace(task, screen=30))
+        assert isinstance(screened, Screened) and screened.error is None
+        for key, least in (("ttft", screened.ttft_s), ("tpot", screened.tpot_s), ("e2e", screened.e2e_s)):
+            assert least is None or row[f"{key}_p99_s"] >= least * (1 - 1e-9), (p.key, key)
+
+
+@pytest.mark.parametrize(
+    ("engine", "expected", "yaml"),
+    [
+        ("vllm", ["--tensor-parallel-size 1", "--data-parallel-size 2", "--enable-expert-parallel"], ""),
+        ("sglang", ["--tp-size 2", "--dp-size 2", "--enable-dp-attention"], ""),
+        ("trtllm", ["--tp_size 2", "--max_batch_size 128"], "enable_attention_dp: true"),
+    ],
+)  # fmt: skip
+def test_a_launch_command_runs_attention_data_parallel_as_its_engine_does(
+    engine: str, expected: list[str], yaml: str
+) -> None:
+    from ridgeline.deployment import Deployment
+
+    d = Deployment.build("qwen3-30b-a3b", "h100-sxm", weights="fp8", maths="fp8", kv_dtype="fp8", tp=2,
+                         dp_attention=True, engine=engine)  # fmt: skip
+    found = launch(launch_row(engine, dp_attention=True), "Qwen/Qwen3-30B-A3B", d, 16, 0.9)
+    assert found is not None
+    for part in expected:
+        assert part in found.command
+    if yaml:
+        assert yaml in found.files["extra-llm-api-options.yaml"]
+    plain = launch(launch_row(engine), "Qwen/Qwen3-30B-A3B", d, 16, 0.9)
+    assert (
+        plain is not None and "--dp-size" not in plain.command and "--data-parallel-size" not in plain.command
+    )
+
+
+def test_dp_attention_on_the_command_line_is_on_or_off(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "search", "--model", "qwen3-30b-a3b", "--dp-attention", "engine", *TRAFFIC)
+    assert code == 2 and "on or off" in err and len(err.strip().splitlines()) == 1

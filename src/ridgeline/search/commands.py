@@ -37,6 +37,9 @@ def search(
     tp: str | None = _axis("--tp", None, "Tensor-parallel GPUs per replica (default 1,2,4,8)."),
     pp: str | None = _axis("--pp", None, "Pipeline stages (default 1)."),
     ep: str | None = _axis("--ep", None, "Expert-parallel GPUs, MoE (default 1)."),
+    dp_attention: str | None = _axis(
+        "--dp-attention", None, "off, on: attention data-parallel over the TP GPUs (default off)."
+    ),
     weights: str | None = _axis("--weights", "-w", "Weight dtypes (default bf16,fp8,int4-g128)."),
     maths: str | None = _axis("--maths", None, "Maths dtypes (default bf16,fp8)."),
     kv_dtype: str | None = _axis("--kv-dtype", None, "KV-cache dtypes (default bf16,fp8)."),
@@ -125,7 +128,8 @@ def search(
     auto = requests is None and trace is None
     arch = get_model(model)
     axes = {
-        "gpu": gpu, "tp": tp, "pp": pp, "ep": ep, "weights": weights, "maths": maths, "kv_dtype": kv_dtype,
+        "gpu": gpu, "tp": tp, "pp": pp, "ep": ep, "dp_attention": dp_attention, "weights": weights,
+        "maths": maths, "kv_dtype": kv_dtype,
         "engine": engine, "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
         "chunked_prefill": chunked_prefill, "replicas": replicas,
     }  # fmt: skip

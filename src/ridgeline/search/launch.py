@@ -74,18 +74,33 @@ def launch(
     notes: list[str] = []
     files: dict[str, str] = {}
     tp, pp, ep = int(row["tp"]), int(row["pp"]), int(row["ep"])
+    dp = bool(row.get("dp_attention"))  # attention data-parallel over the TP GPUs
     seqs, budget = int(row["max_num_seqs"]), int(row["max_num_batched_tokens"])
     chunked = row.get("chunked_prefill") is not False
     weights, maths, kv = str(row["weights"]), str(row["maths"]), str(row["kv_dtype"])
     graphs = min(seqs, d.engine.graph_max_seqs) if d.engine is not None else 0  # decode batches captured
     overlap = d.engine is not None and d.engine.scheduler.overlap  # plans a step while one runs
     if engine == "vllm":
-        argv = ["vllm", "serve", model_argument(model, notes), "--tensor-parallel-size", str(tp)]
+        argv = ["vllm", "serve", model_argument(model, notes)]
+        if dp:  # each data-parallel rank a whole engine at TP 1, the experts spread over all of them
+            argv += ["--tensor-parallel-size", "1", "--data-parallel-size", str(tp)]
+            notes.append(
+                "under --data-parallel-size each rank takes --max-num-seqs and --max-num-batched-tokens "
+                "of its own, as the simulation did"
+            )
+        else:
+            argv += ["--tensor-parallel-size", str(tp)]
         if pp > 1:
             argv += ["--pipeline-parallel-size", str(pp)]
-        if ep > 1:
+        if ep > 1 or (dp and d.arch.is_moe):
             argv += ["--enable-expert-parallel"]
-            if ep != tp * pp:
+            if ep == 1:  # data-parallel ranks at TP 1 would each hold every expert without it
+                notes.append(
+                    f"the simulation split the experts by TP; vLLM's data-parallel ranks need "
+                    f"--enable-expert-parallel, which places them whole on the GPUs: search --ep {tp * pp} "
+                    "prices that"
+                )
+            elif ep != tp * pp:
                 notes.append(f"vLLM spreads experts over all {tp * pp} GPUs of a replica, not {ep}")
         argv += ["--max-num-seqs", str(seqs), "--max-num-batched-tokens", str(budget)]
         if chunked:
@@ -106,6 +121,8 @@ def launch(
     elif engine == "sglang":
         argv = ["python", "-m", "sglang.launch_server", "--model-path", model_argument(model, notes)]
         argv += ["--tp-size", str(tp)]
+        if dp:
+            argv += ["--dp-size", str(tp), "--enable-dp-attention"]
         if pp > 1:
             argv += ["--pp-size", str(pp)]
         if ep > 1:
@@ -142,6 +159,12 @@ def launch(
         ]
         options = ["scheduler_config:", f"  capacity_scheduler_policy: {trtllm_policy(str(row['policy']))}"]
         options += [f"enable_chunked_prefill: {'true' if chunked else 'false'}"]
+        if dp:
+            options += ["enable_attention_dp: true"]
+            notes.append(
+                "with enable_attention_dp each rank takes --max_batch_size and --max_num_tokens of its "
+                "own, as the simulation did"
+            )
         if not overlap:
             options += ["disable_overlap_scheduler: true"]
         if graphs:

@@ -29,15 +29,15 @@ miss it: the simulate stage's screen says, prune cannot).
 
 Factored, not point by point: the core is asked once per deployment (model, accelerator,
 dtypes, TP/PP/EP, engine: it builds the Deployment and prices its passes, a knob axis in one
-call) and its memory plan once per deployment and knob pair, whatever the engine
-(`configurations`); the replica counts and the prices, which change no step price, are then
-spread over every point as numpy arrays (`broadcast`), with no core call.
+call) and its memory plan once per deployment and knob pair (`configurations`); the replica
+counts and the prices, which change no step price, are then spread over every point as numpy
+arrays (`broadcast`), with no core call.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -51,8 +51,8 @@ from ridgeline.ledger import Pass
 from ridgeline.precision import BITS, make_precision
 from ridgeline.request import decode_time_s
 from ridgeline.search.space import AUTO_RUNGS, MAX_REPLICAS, Point, Shape, Space
-from ridgeline.simulate.engine import EngineConfig
-from ridgeline.simulate.kvcache import KvCache, blocks_for, kv_cache
+from ridgeline.simulate.engine import EngineConfig, replica_limits
+from ridgeline.simulate.kvcache import KvCache, blocks_for, kv_cache, request_blocks
 from ridgeline.simulate.scheduler import whole_prefill_tokens
 from ridgeline.simulate.workload import Lengths, Workload, cached_prefix, clip_lengths
 from ridgeline.step import decode_step, prefill_step, price
@@ -203,13 +203,15 @@ class Config:
 
 def capacity(d: Deployment, dem: Demand, seqs: Any, budget: Any, kv_tokens: Any) -> Any:
     """Requests a second one replica serves at most, for arrays of knobs (see the module's
-    note): a step of T tokens takes at least the core's price of T tokens with no context,
-    and a replica decodes at most min(max_num_seqs, KV tokens / (least prompt + 1)) at once."""
+    note; the replica's limits: under data-parallel attention, engine.replica_limits): a step
+    of T tokens takes at least the core's price of T tokens with no context (and, under
+    data-parallel attention, shared evenly over the GPUs), and a replica decodes at most
+    min(max_num_seqs, KV tokens / (least prompt + 1)) at once."""
     import numpy as np
 
     zeros = tuple(0.0 for _ in d.arch.window_groups())
     budget = np.asarray(budget, dtype=float)
-    step_s = np.asarray(price(d, Pass(budget, zeros, zeros, 1)).time_s, dtype=float)
+    step_s = np.asarray(price(d, Pass(budget, zeros, zeros, 1, d.par.dp_ranks)).time_s, dtype=float)
     p_least = int(dem.prompt.min())
     decoders = (
         np.asarray(seqs) if dem.pinned_blocks else np.minimum(seqs, np.asarray(kv_tokens) // (p_least + 1))
@@ -255,6 +257,7 @@ class Pruned:
 def label(s: Shape) -> str:
     """A shape as the report names it: `h100-sxm x2 fp8/fp8/bf16 vllm` (TP, weights/maths/KV)."""
     par = f"x{s.tp}" + (f" pp{s.pp}" if s.pp > 1 else "") + (f" ep{s.ep}" if s.ep > 1 else "")
+    par += " dp" if s.dp_attention else ""
     return f"{s.gpu} {par} {s.weights}/{s.maths}/{s.kv_dtype} {s.engine}"
 
 
@@ -271,6 +274,8 @@ def build(
 ) -> Deployment:
     """The shape's deployment, or a RidgelineError saying why it is no configuration."""
     profiles[shape.engine].check_runs_on(gpus[shape.gpu])  # an engine's `runs_on` vendors
+    if shape.dp_attention and shape.engine == "llamacpp":
+        raise RidgelineError("llama.cpp's server has no data-parallel attention: drop --dp-attention on")
     bits = BITS[shape.maths]
     if bits < 16 and stored_width(arch, shape.weights) != bits:
         what = "the stored mix of" if shape.weights == "file" else f"{shape.weights}"
@@ -280,7 +285,7 @@ def build(
         )
     return Deployment.build(
         arch, gpus[shape.gpu], weights=shape.weights, maths=shape.maths, kv_dtype=shape.kv_dtype,
-        tp=shape.tp, pp=shape.pp, ep=shape.ep, engine=profiles[shape.engine],
+        tp=shape.tp, pp=shape.pp, ep=shape.ep, dp_attention=shape.dp_attention, engine=profiles[shape.engine],
     )  # fmt: skip
 
 
@@ -296,8 +301,8 @@ def configurations(
     gpu_file: str | None = None,
 ) -> Pruned:
     """The first part of the prune: each deployment built and bounded by the core, once;
-    each of its knob pairs checked against the memory plan (once per pair and deployment,
-    whatever the engine); the replica counts are not looked at yet (`broadcast`)."""
+    each of its knob pairs checked against the memory plan (once per pair and deployment);
+    the replica counts are not looked at yet (`broadcast`)."""
     gpus = {name: get_accelerator(name, gpu_file) for name in space.gpu}
     profiles = {name: get_engine(name) for name in space.engine}
     out = Pruned()
@@ -327,12 +332,16 @@ def configurations(
         if b.tpot_s is not None:
             out.least_tpot_s = b.tpot_s if out.least_tpot_s is None else min(out.least_tpot_s, b.tpot_s)
         missed = b.missed(slo, attainment)
-        kept: list[tuple[int, int, int, bool]] = []
+        kept: list[tuple[int, int, int, bool, int, int]] = []  # and the replica's limits
         for seqs, budget, chunked in knobs:
             try:  # the engine's own checks (a token budget below the sequence limit)
-                EngineConfig(seqs, budget, block_tokens, gpu_memory_utilization, True, sched.policy, chunked)
+                cfg = EngineConfig(
+                    seqs, budget, block_tokens, gpu_memory_utilization, True, sched.policy, chunked,
+                    dp_limits=sched.dp_limits,
+                )  # fmt: skip
+                limits = replica_limits(cfg, d.par.dp_ranks)
                 if not chunked:
-                    check_whole(dem, budget, sched.policy)
+                    check_whole(dem, limits.max_chunk_tokens, sched.policy, budget)
             except RidgelineError as exc:
                 out.invalid += weight
                 out.note("invalid", shape, str(exc))
@@ -345,14 +354,20 @@ def configurations(
                 out.latency += weight
                 out.note("latency", shape, missed)
             else:
-                kept.append((seqs, budget, room.tokens, chunked))
+                kept.append(
+                    (seqs, budget, room.tokens, chunked, limits.max_num_seqs, limits.max_num_batched_tokens)
+                )
         if not kept:
             continue
         out.deployments[shape] = d
         out.bounds[shape] = b
         price_per_gpu = d.hw.price_per_hour_usd if price_per_gpu_hour is None else price_per_gpu_hour
-        seqs_, budgets, kv_tokens, chunks = zip(*kept, strict=True)
-        caps = capacity(d, dem, seqs_, budgets, kv_tokens).tolist() if auto else [math.nan] * len(kept)
+        seqs_, budgets, kv_tokens, chunks, replica_seqs, replica_budgets = zip(*kept, strict=True)
+        caps = (
+            capacity(d, dem, replica_seqs, replica_budgets, kv_tokens).tolist()
+            if auto
+            else [math.nan] * len(kept)
+        )
         out.configs += [
             Config(shape, s, t, d.gpus, price_per_gpu, c, chunked)
             for s, t, c, chunked in zip(seqs_, budgets, caps, chunks, strict=True)
@@ -360,18 +375,21 @@ def configurations(
     return out
 
 
-def check_whole(dem: Demand, budget: int, policy: str) -> None:
+def check_whole(dem: Demand, budget: int, policy: str, flag: int | None = None) -> None:
     """With chunked prefill off, the prefill that every run holds (the least a draw gives, or a
-    trace's longest) must fit a step whole, as simulate.run.check_whole_prefills asks of each
-    request: its new prompt tokens, and under a policy that recomputes, its output too."""
+    trace's longest) must fit a step whole (`budget`: under data-parallel attention, its GPU's
+    share of the --max-num-batched-tokens `flag`), as simulate.run.check_whole_prefills asks of
+    each request: its new prompt tokens, and under a policy that recomputes, its output too."""
     import numpy as np
 
+    flag = budget if flag is None else flag
     need = int(np.max(whole_prefill_tokens(policy, dem.new, dem.output)))
     if need > budget:
         what = "its prompt" if need <= int(np.max(dem.new)) else "its prompt and, recomputed, its output"
+        share = "" if flag == budget else f" (its GPU's {budget:,} of them)"
         raise RidgelineError(
             f"with chunked prefill off a step must hold a whole prefill: a request of this workload "
-            f"needs {need:,} tokens in one step ({what}), more than --max-num-batched-tokens {budget:,}"
+            f"needs {need:,} tokens in one step ({what}), more than --max-num-batched-tokens {flag:,}{share}"
         )
 
 
@@ -386,8 +404,9 @@ def _room(
     gpu_memory_utilization: float,
 ) -> KvCache | str:
     """The replica's KV cache under these knobs, or why the runs cannot fit in it. The memory
-    plan does not depend on the engine, so engines share it."""
-    memo = (replace(shape, engine=""), seqs, budget)
+    plan depends on the engine (vLLM's sampler reserve, weights held whole under data-parallel
+    attention, experts held repacked), so each deployment has its own."""
+    memo = (shape, seqs, budget)
     room = rooms.get(memo)
     if room is None:
         try:
@@ -395,13 +414,16 @@ def _room(
         except RidgelineError as exc:
             room = str(exc)
         if isinstance(room, KvCache):
-            free = room.blocks - dem.pinned_blocks
+            ranks = d.par.dp_ranks  # under data-parallel attention a request's cache is on one GPU
+            free = request_blocks(room, ranks, dem.pinned_blocks)
+            where = "a GPU holds under data-parallel attention" if ranks > 1 else "a replica holds"
             if free <= 0:
-                room = f"the shared prefix fills the KV cache ({room.tokens:,} tokens)"
+                tokens = (free + dem.pinned_blocks) * block_tokens
+                room = f"the shared prefix fills the KV cache ({tokens:,} tokens)"
             elif blocks_for(dem.sure_tokens, block_tokens) + room.apart_blocks(dem.sure_tokens) > free:
                 room = (
-                    f"a request of {dem.sure_tokens:,} tokens needs more KV cache than a replica "
-                    f"holds ({free * block_tokens:,} tokens)"
+                    f"a request of {dem.sure_tokens:,} tokens needs more KV cache than {where} "
+                    f"({free * block_tokens:,} tokens)"
                 )
         rooms[memo] = room
     return room

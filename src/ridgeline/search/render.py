@@ -24,6 +24,7 @@ def deployment(row: dict[str, Any]) -> str:
         f"x{row['tp']}"
         + (f" pp{row['pp']}" if row["pp"] > 1 else "")
         + (f" ep{row['ep']}" if row["ep"] > 1 else "")
+        + (" dp" if row.get("dp_attention") else "")
     )
     return f"{row['gpu']} {par} {row['weights']}/{row['maths']}/{row['kv_dtype']}"
 
@@ -138,8 +139,8 @@ def _space(space: dict[str, Any]) -> str:
     for name in ("gpu", "tp", "weights", "maths", "kv_dtype", "engine"):
         values = space[name]
         parts.append(f"{len(values)} {name}" if len(values) > 3 else f"{name} {','.join(map(str, values))}")
-    for name in ("pp", "ep", "max_num_seqs", "max_num_batched_tokens", "chunked_prefill"):
-        if space[name] not in ([1], ["engine"]):
+    for name in ("pp", "ep", "dp_attention", "max_num_seqs", "max_num_batched_tokens", "chunked_prefill"):
+        if space.get(name, [1]) not in ([1], ["engine"], ["off"]):
             parts.append(f"{name} {','.join(map(str, space[name]))}")
     reps = space["replicas"]
     parts.append(f"replicas {reps if isinstance(reps, str) else ','.join(map(str, reps))}")

@@ -3,6 +3,7 @@
     gpu        accelerators (`ridgeline gpus`); default every one with a rental price (not Apple's)
     tp         tensor-parallel GPUs; default 1, 2, 4, 8
     pp, ep     pipeline stages, expert-parallel GPUs; default 1
+    dp_attention   off, on: attention data-parallel over the TP GPUs (`--dp-attention`); default off
     weights    default bf16, fp8, int4-g128 (a .gguf, or a checkpoint stored quantised: its own stored mix)
     maths      default bf16, fp8 (fp8 maths runs fp8 weights: W8A8; the rest compute in bf16)
     kv_dtype   default bf16, fp8
@@ -45,6 +46,7 @@ DEFAULTS: dict[str, tuple[Any, ...]] = {
     "tp": (1, 2, 4, 8),
     "pp": (1,),
     "ep": (1,),
+    "dp_attention": (False,),
     "weights": ("bf16", "fp8", "int4-g128"),
     "maths": ("bf16", "fp8"),
     "kv_dtype": ("bf16", "fp8"),
@@ -58,6 +60,7 @@ FLAGS = {
     "tp": "--tp",
     "pp": "--pp",
     "ep": "--ep",
+    "dp_attention": "--dp-attention",
     "weights": "--weights",
     "maths": "--maths",
     "kv_dtype": "--kv-dtype",
@@ -77,6 +80,7 @@ class Space:
     tp: tuple[int, ...]
     pp: tuple[int, ...]
     ep: tuple[int, ...]
+    dp_attention: tuple[bool, ...]
     weights: tuple[str, ...]
     maths: tuple[str, ...]
     kv_dtype: tuple[str, ...]
@@ -93,7 +97,7 @@ class Space:
     def shapes(self) -> list[Shape]:
         """Every deployment of the space (the axes but the knobs and the replicas), in order."""
         return [
-            Shape(g, tp, pp, ep, w, m, kv, e)
+            Shape(g, tp, pp, ep, w, m, kv, e, dp)
             for g in self.gpu
             for e in self.engine
             for w in self.weights
@@ -102,6 +106,7 @@ class Space:
             for tp in self.tp
             for pp in self.pp
             for ep in self.ep
+            for dp in self.dp_attention
         ]
 
     def knobs(self) -> list[tuple[int | None, int | None, bool | None]]:
@@ -136,6 +141,8 @@ class Space:
                 out[f.name] = [ENGINE_OWN if v is None else v for v in values]
             elif f.name == "chunked_prefill":
                 out[f.name] = [ENGINE_OWN if v is None else ("on" if v else "off") for v in values]
+            elif f.name == "dp_attention":
+                out[f.name] = ["on" if v else "off" for v in values]
             else:
                 out[f.name] = list(values)
         return out
@@ -153,6 +160,7 @@ class Shape:
     maths: str
     kv_dtype: str
     engine: str
+    dp_attention: bool = False
 
 
 @dataclass(frozen=True)
@@ -167,10 +175,12 @@ class Point:
 
     @property
     def key(self) -> str:
-        """Its axes' values; `|whole` when a prefill runs whole (chunked prefill off)."""
+        """Its axes' values; `|dp` under data-parallel attention, `|whole` when a prefill runs
+        whole (chunked prefill off)."""
         s = self.shape
+        dp = "|dp" if s.dp_attention else ""
         return (
-            f"{s.gpu}|tp{s.tp}|pp{s.pp}|ep{s.ep}|w-{s.weights}|m-{s.maths}|kv-{s.kv_dtype}|{s.engine}"
+            f"{s.gpu}|tp{s.tp}|pp{s.pp}|ep{s.ep}{dp}|w-{s.weights}|m-{s.maths}|kv-{s.kv_dtype}|{s.engine}"
             f"|seqs{self.max_num_seqs}|tokens{self.max_num_batched_tokens}"
             f"{'' if self.chunked_prefill else '|whole'}|x{self.replicas}"
         )
@@ -200,6 +210,7 @@ def example(flag: str) -> str:
         "--engine": "vllm,sglang",
         "--replicas": "auto",
         "--chunked-prefill": "on,off",
+        "--dp-attention": "off,on",
     }.get(flag, "1,2,4")
 
 
@@ -250,6 +261,11 @@ def axis(name: str, raw: list[Any], where: str, known_gpus: dict[str, Any]) -> t
         )
     if name == "chunked_prefill":
         return dedupe([checks.check_switch(where, v) for v in raw])
+    if name == "dp_attention":
+        switches = [checks.check_switch(where, v) for v in raw]
+        if None in switches:
+            raise RidgelineError(f"{where}: on or off, not engine; e.g. {where} {example('--dp-attention')}")
+        return dedupe(switches)
     if not all(isinstance(v, str) for v in raw):
         raise RidgelineError(f"{where} must list names, such as {example(FLAGS[name])}")
     values = [v.strip() for v in raw]

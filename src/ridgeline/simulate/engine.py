@@ -500,12 +500,13 @@ class Engine:
 
     def spread(self, n: int, chunks: Sequence[Chunk], tokens: int, pairs: float) -> float:
         """The sequences a step's data-parallel work shares out as, under data-parallel
-        attention (the step model's `sequences`; the core's attention_load): each GPU draws its
-        own requests, so the running ones and those waiting to start, unless one prompt's chunk,
-        which runs on one GPU, is more of the step's tokens or attended pairs than the busiest
-        GPU's ceil(spread / ranks) of them would be. Then its GPU is the busiest, with that
-        share s of the work: tp x s of the mean GPU's, which 1 / s sequences give."""
-        spread = n + len(chunks) + len(self.waiting)
+        attention (the step model's `sequences`; the core's attention_load): the step's own,
+        each whole on one GPU (a request waiting to start lightens no GPU's step), unless one
+        prompt's chunk, which runs on one GPU, is more of the step's tokens or attended pairs
+        than the busiest GPU's ceil(spread / ranks) of them would be. Then its GPU is the
+        busiest, with that share s of the work: tp x s of the mean GPU's, which 1 / s
+        sequences give. More sequences never make a GPU's share smaller."""
+        spread = n + len(chunks)
         ranks = self.dp_ranks
         if ranks == 1 or not chunks:
             return spread

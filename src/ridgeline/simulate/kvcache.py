@@ -104,6 +104,13 @@ def kv_cache(
     return found
 
 
+def request_blocks(kv: KvCache, ranks: int, pinned: int) -> int:
+    """The blocks one request may hold: the cache's or, under data-parallel attention over
+    `ranks` GPUs, the one GPU's its cache sits on; less the shared prefix's `pinned` blocks,
+    which every GPU holds."""
+    return kv.blocks // ranks - pinned
+
+
 def paged_layers(arch: Architecture) -> tuple[int, tuple[tuple[int, int], ...]]:
     """The layers a block pages, and the sliding groups (layers, window) each request holds
     apart: the global layers and the rest, or every layer and none when all are global or

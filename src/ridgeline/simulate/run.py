@@ -13,7 +13,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.errors import RidgelineError
 from ridgeline.simulate import report
 from ridgeline.simulate.engine import Engine, EngineConfig, replica_limits
-from ridgeline.simulate.kvcache import KvCache, blocks_for, kv_cache
+from ridgeline.simulate.kvcache import KvCache, blocks_for, kv_cache, request_blocks
 from ridgeline.simulate.requests import Requests
 from ridgeline.simulate.router import check_router, run_fleet
 from ridgeline.simulate.scheduler import whole_prefill_tokens
@@ -221,12 +221,12 @@ def simulate(
     # under data-parallel attention a request's cache sits on one of the ranks' GPUs, each of
     # which holds the shared prefix too
     ranks = m.par.dp_ranks
-    rank_blocks = kv.blocks // ranks
     pinned = workload.shared_prefix_tokens // bs
-    if pinned >= rank_blocks:
+    room = request_blocks(kv, ranks, pinned)
+    if room <= 0:
         raise RidgelineError(
             f"--shared-prefix {workload.shared_prefix_tokens:,} tokens fills the whole KV cache "
-            f"({rank_blocks * bs:,} tokens{' a GPU' if ranks > 1 else ''}); shorten it"
+            f"({(room + pinned) * bs:,} tokens{' a GPU' if ranks > 1 else ''}); shorten it"
         )
     reqs = make_requests(workload, m.arch.max_context, bs, m.arch.name)
     if router == "least-outstanding" and not workload.closed and len(reqs) * replicas > MAX_ROUTING_LOOKS:
@@ -236,7 +236,7 @@ def simulate(
             "round-robin, fewer replicas or fewer requests"
         )
     hold_apart(reqs, 0, kv)
-    check_fits(reqs, 0, rank_blocks - pinned, bs, ranks)
+    check_fits(reqs, 0, room, bs, ranks)
     check_whole_prefills(reqs, 0, cfg, ranks)
     follow_up = None
     if workload.closed:
@@ -246,7 +246,7 @@ def simulate(
             rid = loop.follow_up(done, finish_s)
             if rid is not None:
                 hold_apart(reqs, rid, kv)
-                check_fits(reqs, rid, rank_blocks - pinned, bs, ranks)
+                check_fits(reqs, rid, room, bs, ranks)
                 check_whole_prefills(reqs, rid, cfg, ranks)
             return rid
 
