@@ -271,3 +271,16 @@ def test_a_prompts_chunk_runs_on_one_gpu_and_the_step_waits_for_it() -> None:
     # 8 decoders and a 1-token chunk: nothing dominates, ceil(9 / 8) = 2 of 9 is the busiest's
     assert engine.spread(8, [(0, 1, 0)], 9, 8 * 1000.5 + 0.5) == 9
     assert engine.spread(64, [], 64, decoders) == 64  # decodes alone share out by count
+
+
+def test_an_engine_without_the_mode_is_one_line() -> None:
+    """llama.cpp's server splits a model by layer or by row: its profile has no data-parallel
+    attention (dp_replicates "none"), so asking for it is one line, not a price."""
+    proc = run_cli(
+        "estimate", "--model", "qwen3-30b-a3b", "--tp", "2", "--engine", "llamacpp", "--dp-attention"
+    )
+    assert proc.returncode == 2 and not proc.stdout
+    assert (
+        proc.stderr.strip()
+        == "ridgeline: error: llama.cpp has no data-parallel attention: drop --dp-attention"
+    )

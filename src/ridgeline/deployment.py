@@ -104,6 +104,8 @@ class Deployment:
         hw.peak(prec.maths)  # fail early when the accelerator lacks this maths dtype
         for name, value in (("--tp", tp), ("--pp", pp), ("--ep", ep)):
             check_size(name, value, maximum=1 << 16)
+        if dp_attention and engine is not None and engine.dp_replicates == "none":
+            raise RidgelineError(f"{engine.label} has no data-parallel attention: drop --dp-attention")
         dense = engine is not None and engine.dp_replicates == "dense"  # the engine's data-parallel attention
         par = make_parallel(arch, tp, pp, ep, bool(dp_attention), dense)
         eff = make_efficiency(preset, compute_eff, bandwidth_eff)

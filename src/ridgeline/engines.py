@@ -245,7 +245,7 @@ class EngineProfile:
     repacked_experts: float = 1.0  # 4-bit routed experts held unpacked weight-only, before async MMA
     runs_on: tuple[str, ...] = ()  # the accelerator vendors it supports; empty: any
     # what its data-parallel attention holds whole on each GPU: "attention" alone, or "dense",
-    # every weight but the routed experts
+    # every weight but the routed experts; "none": it has no such mode (llama.cpp)
     dp_replicates: str = "attention"
     uncertainty: dict[str, tuple[float, float]] = field(default_factory=dict)  # regime -> (low, high)
     source: str = ""
@@ -544,7 +544,7 @@ def _scheduler(w: str, sched: dict[str, Any]) -> Scheduler:
     )
 
 
-DP_REPLICATES = ("attention", "dense")  # EngineProfile.dp_replicates
+DP_REPLICATES = ("attention", "dense", "none")  # EngineProfile.dp_replicates; none: no such mode
 
 
 def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EngineProfile:

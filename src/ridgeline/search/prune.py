@@ -274,8 +274,6 @@ def build(
 ) -> Deployment:
     """The shape's deployment, or a RidgelineError saying why it is no configuration."""
     profiles[shape.engine].check_runs_on(gpus[shape.gpu])  # an engine's `runs_on` vendors
-    if shape.dp_attention and shape.engine == "llamacpp":
-        raise RidgelineError("llama.cpp's server has no data-parallel attention: drop --dp-attention on")
     bits = BITS[shape.maths]
     if bits < 16 and stored_width(arch, shape.weights) != bits:
         what = "the stored mix of" if shape.weights == "file" else f"{shape.weights}"
