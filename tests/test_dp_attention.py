@@ -284,3 +284,22 @@ def test_an_engine_without_the_mode_is_one_line() -> None:
         proc.stderr.strip()
         == "ridgeline: error: llama.cpp has no data-parallel attention: drop --dp-attention"
     )
+
+
+def test_sglang_admits_less_conservatively_under_data_parallel_attention() -> None:
+    """ServerArgs multiplies --schedule-conservativeness by 0.3 under --enable-dp-attention,
+    and the scheduler starts new_token_ratio at 0.7 x it (0.21), its floor at 0.14 x that
+    (0.0294), falling to it over 600 decode steps; without the mode 0.7 and 0.098."""
+    from ridgeline.simulate.scheduler import SglangPolicy
+
+    class View:
+        def __init__(self, ranks: int) -> None:
+            self.dp_ranks = ranks
+
+    for ranks, start, floor in ((8, 0.21, 0.0294), (1, 0.7, 0.098)):
+        policy = SglangPolicy()
+        policy.conservativeness(View(ranks))  # type: ignore[arg-type]
+        policy.ratio_set, policy.set_at = policy.init, 0
+        assert policy.new_token_ratio(0) == pytest.approx(start)
+        assert policy.new_token_ratio(300) == pytest.approx((start + floor) / 2)
+        assert policy.new_token_ratio(10_000) == pytest.approx(floor)

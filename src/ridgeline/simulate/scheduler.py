@@ -142,6 +142,9 @@ class VllmPolicy:
 INIT_NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO
 MIN_NEW_TOKEN_RATIO = INIT_NEW_TOKEN_RATIO * 0.14  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
 NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600  # a decode step's, over 600
+# --enable-dp-attention multiplies --schedule-conservativeness by 0.3 (ServerArgs), and the
+# scheduler scales the starting ratio by it, the floor and the decay with it
+DP_CONSERVATIVENESS = 0.3
 RETRACT_DECODE_STEPS = 20  # a retraction leaves room for this many steps of the decoders kept
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION: one request's reserve at most
 
@@ -166,7 +169,8 @@ class SglangPolicy:
     not fit what is left waits, and so does every request behind it.
 
     new_token_ratio starts at 0.7, falls by (0.7 - 0.098) / 600 each decode step to 0.098, and
-    starts again at 0.7 whenever the engine idles. When a decode step's fresh KV does not fit,
+    starts again at 0.7 whenever the engine idles (under --enable-dp-attention 0.3 times each:
+    0.21 to 0.0294). When a decode step's fresh KV does not fit,
     SGLang retracts (retract_decode) the decoders that have written least (of those, the
     longest prompts first), at least one, until the rest have room for 20 steps each; they
     rejoin the queue's tail to prefill again, and the ratio becomes the kept decoders' tokens
@@ -182,15 +186,29 @@ class SglangPolicy:
     recomputes = True  # a retracted request prefills its prompt and what it wrote again
 
     def __init__(self) -> None:
+        self.init, self.floor, self.decay = INIT_NEW_TOKEN_RATIO, MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY
+        self.scaled = False  # whether the ratios have been set for the replica's ranks
         self.ratio_set = INIT_NEW_TOKEN_RATIO  # new_token_ratio as last set, ...
         self.set_at = 0  # ... at this step counter: it has fallen one decay a decode step since
         self.left_waiting = False  # whether the last plan left a request in the queue
         self.long: set[int] = set()  # admitted requests that may write more than the clip
 
+    def conservativeness(self, view: SchedulerView) -> None:
+        """Under data-parallel attention SGLang admits less conservatively: its ratios start
+        at 0.3 x theirs (DP_CONSERVATIVENESS), once, before the replica's first plan."""
+        if self.scaled:
+            return
+        self.scaled = True
+        if view.dp_ranks > 1:
+            self.init = INIT_NEW_TOKEN_RATIO * DP_CONSERVATIVENESS
+            self.floor = self.init * (MIN_NEW_TOKEN_RATIO / INIT_NEW_TOKEN_RATIO)
+            self.decay = (self.init - self.floor) / 600
+            self.ratio_set = self.init
+
     def new_token_ratio(self, step: int) -> float:
         """The ratio as the step at this step counter starts."""
-        fallen = NEW_TOKEN_RATIO_DECAY * max(0, step - self.set_at)
-        return max(self.ratio_set - fallen, MIN_NEW_TOKEN_RATIO)
+        fallen = self.decay * max(0, step - self.set_at)
+        return max(self.ratio_set - fallen, self.floor)
 
     def to_write(self, view: SchedulerView) -> int:
         """The decoders' tokens still to write, each clipped at CLIP_MAX_NEW_TOKENS."""
@@ -210,8 +228,9 @@ class SglangPolicy:
         return free_blocks * block_tokens - self.new_token_ratio(step) * to_write
 
     def schedule(self, view: SchedulerView) -> StepPlan:
+        self.conservativeness(view)
         if not (view.n_decoding or view.prefilling or self.left_waiting):  # it idled
-            self.ratio_set, self.set_at = INIT_NEW_TOKEN_RATIO, view.step
+            self.ratio_set, self.set_at = self.init, view.step
         chunks, admitted = self.prefill_batch(view)
         if chunks:
             self.left_waiting = len(view.waiting) > admitted
@@ -226,6 +245,7 @@ class SglangPolicy:
         the decoders k tokens further on, their blocks taken and the ratio fallen k steps;
         else `most` (a full --max-running-requests, or blocks too few, which only shrink,
         wait for a finish). A decoder whose reserve is clipped: 1, ask at every step."""
+        self.conservativeness(view)
         if view.n_decoding + len(view.prefilling) >= view.max_num_seqs:
             return most
         r = view.reqs
@@ -238,7 +258,7 @@ class SglangPolicy:
         whole = n <= view.max_chunk_tokens
         left, decoders = self.to_write(view), view.n_decoding
         free = view.free_blocks  # as the step at k starts: fewer by the blocks of steps 1 .. k-1
-        if need >= free * bs - MIN_NEW_TOKEN_RATIO * (left - decoders * (most - 1)):
+        if need >= free * bs - self.floor * (left - decoders * (most - 1)):
             return most  # not even the most room the run could leave
         for k in range(1, most):
             if k > 1:
