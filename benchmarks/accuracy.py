@@ -44,7 +44,9 @@ No corpus row is an open-loop TensorRT-LLM run.
 
 --dp-attention predicts the SGLang runs of GPUStack's DeepSeek-R1 page (a check source) that
 served with --tp 8 --enable-dp-attention (five: ShareGPT, and random 32K, 4K, 2K and 128
-prompts), with the fitted SGLang profile under --dp-attention and, beside it, at TP alone.
+prompts), and TensorRT-LLM's three DeepSeek-R1 max-throughput recipes with
+enable_attention_dp (one on eight H200s, two on eight B200s), each with the fitted profile
+under --dp-attention and, beside it, at TP alone.
 """
 
 from __future__ import annotations
@@ -122,6 +124,17 @@ DP_ATTENTION_CHECKS = (
     ("R06", 1997, 100, 500, 19024.33),
     ("R07", 127, 4, 1000, 20448.42),
 )
+# TensorRT-LLM's DeepSeek-R1 max-throughput recipes with enable_attention_dp at TP 8 and EP 8
+# (docs/source/blogs/Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md @01c4ece9: trtllm-bench,
+# 1,024 tokens in and 2,048 out, "--max_batch_size: Max batch size in each rank", concurrency
+# eight times it; "Total Output Throughput"): (accelerator, weights, maths, KV dtype,
+# max_batch_size, max_num_tokens, requests, tokens a second). DeepSeek-R1 has DeepSeek-V3's
+# shapes; its FP8 checkpoint is block-scaled fp8, the NVFP4 one priced as fp4-g32 throughout.
+DP_ATTENTION_TRTLLM = (
+    ("h200", "fp8", "fp8", "bf16", 128, 1151, 5120, 11489.2671),
+    ("b200", "fp4-g32", "fp4", "bf16", 384, 1536, 49152, 36384.0838),
+    ("b200", "fp4-g32", "fp4", "fp8", 896, 2048, 114688, 43146.2042),
+)
 SERVING_TEMPLATE = "U01"  # TensorRT-LLM 0.15's table: its TensorRT engines, scheduler and graphs
 SERVING_GROUP = "TensorRT-LLM 0.15 docs"  # its page, left out for the held-out column
 # (model, accelerator, TP, input, output): (queries a second, mean TTFT ms, mean ITL ms)
@@ -174,7 +187,7 @@ def main() -> None:
     ap.add_argument("--beyond", action="store_true", help="the cells of a corpus table the corpus lacks")
     ap.add_argument("--newer", action="store_true", help="a newer TensorRT-LLM table, not in the corpus")
     ap.add_argument("--serving", action="store_true", help="TensorRT-LLM 0.14's serving table (open loop)")
-    ap.add_argument("--dp-attention", action="store_true", help="SGLang's DeepSeek-R1 runs with DP attention")
+    ap.add_argument("--dp-attention", action="store_true", help="DeepSeek-R1 runs with DP attention")
     ap.add_argument("--json", action="store_true", help="every row or cell and the summary, as strict JSON")
     args = ap.parse_args()
     # the reports of points outside the corpus: each its points, their summary and its printout
@@ -367,27 +380,43 @@ def serving() -> list[dict[str, Any]]:
 
 
 def dp_attention() -> list[dict[str, Any]]:
-    """GPUStack's DeepSeek-R1 page's SGLang runs with --enable-dp-attention, each predicted
-    with the fitted SGLang profile under --dp-attention and, beside it, at TP alone (the page
-    is a check source: no profile was fitted to it)."""
+    """GPUStack's DeepSeek-R1 page's SGLang runs with --enable-dp-attention (a check source:
+    no profile was fitted to it) and TensorRT-LLM's DeepSeek-R1 max-throughput recipes (on no
+    corpus row's page), each predicted with the fitted profile under --dp-attention and,
+    beside it, at TP alone."""
     from dataclasses import replace
 
-    by_id = {r.id: r for r in corpus.check_rows()}
-    profile = builtin_engines()["sglang"]
+    by_id = {r.id: r for r in [*corpus.check_rows(), *corpus.rows()]}
+    runs = [(replace(by_id[template], id="point", engine="sglang", input=i, output=o, requests=requests,
+                     max_num_seqs=None, max_num_batched_tokens=None, measured=measured), template)
+            for template, i, o, requests, measured in DP_ATTENTION_CHECKS]  # fmt: skip
+    runs += [(replace(by_id["C01"], id="point", model="deepseek-v3", gpu=gpu, tp=8, ep=8, weights=w, maths=m,
+                      kv=kv, input=1024, output=2048, requests=requests, max_num_seqs=seqs,
+                      max_num_batched_tokens=tokens, measured=measured), "DSR1")
+             for gpu, w, m, kv, seqs, tokens, requests, measured in DP_ATTENTION_TRTLLM]  # fmt: skip
     points = []
-    for template, i, o, requests, measured in DP_ATTENTION_CHECKS:
-        row = replace(by_id[template], id="point", engine="sglang", input=i, output=o, requests=requests,
-                      max_num_seqs=None, max_num_batched_tokens=None, measured=measured)  # fmt: skip
+    for row, template in runs:
+        profile = builtin_engines()[row.engine]
         dp = corpus.predict(replace(row, dp_attention=True), profile)
         tp = corpus.predict(row, profile)
-        points.append({"template": template, "input": i, "output": o, "requests": requests,
-                       "lengths": row.lengths, "measured": measured, "predicted": dp, "predicted_tp": tp,
-                       "error": corpus.error(row, dp), "tp_error": corpus.error(row, tp)})  # fmt: skip
+        points.append({"template": template, "engine": row.engine, "gpu": row.gpu, "weights": row.weights,
+                       "kv_dtype": row.kv, "input": row.input, "output": row.output,
+                       "requests": row.requests, "lengths": row.lengths, "measured": row.measured,
+                       "predicted": dp, "predicted_tp": tp, "error": corpus.error(row, dp),
+                       "tp_error": corpus.error(row, tp)})  # fmt: skip
     return points
 
 
 def dp_attention_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
-    """Median |error| and median signed error, priced with data-parallel attention and at TP."""
+    """Median |error| and median signed error, priced with data-parallel attention and at TP:
+    in all, and by engine."""
+    out = _dp_medians(points)
+    out["engines"] = {e: _dp_medians([p for p in points if p["engine"] == e])
+                      for e in dict.fromkeys(p["engine"] for p in points)}  # fmt: skip
+    return out
+
+
+def _dp_medians(points: list[dict[str, Any]]) -> dict[str, Any]:
     return {"n": len(points),
             "median": report.median_abs([p["error"] for p in points]),
             "signed_median": statistics.median(p["error"] for p in points),
@@ -396,16 +425,19 @@ def dp_attention_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def print_dp_attention(points: list[dict[str, Any]]) -> None:
-    print(f"{'in/out':>11} {'requests':>8} {'measured':>9} {'predicted':>9} {'error':>7} "
-          f"{'at TP':>9} {'error':>7}")  # fmt: skip
+    print(f"{'engine':7} {'gpu':5} {'weights/kv':>13} {'in/out':>11} {'requests':>8} {'measured':>9} "
+          f"{'predicted':>9} {'error':>7} {'at TP':>9} {'error':>7}")  # fmt: skip
     for p in points:
-        lengths = f"{p['input']}/{p['output']}"
-        print(f"{lengths:>11} {p['requests']:8} {p['measured']:9.0f} {p['predicted']:9.0f} "
-              f"{p['error']:+7.1%} {p['predicted_tp']:9.0f} {p['tp_error']:+7.1%}")  # fmt: skip
+        lengths, dtypes = f"{p['input']}/{p['output']}", f"{p['weights']}/{p['kv_dtype']}"
+        print(f"{p['engine']:7} {p['gpu']:5} {dtypes:>13} {lengths:>11} {p['requests']:8} "
+              f"{p['measured']:9.0f} {p['predicted']:9.0f} {p['error']:+7.1%} {p['predicted_tp']:9.0f} "
+              f"{p['tp_error']:+7.1%}")  # fmt: skip
     s = dp_attention_summary(points)
-    print(f"\n{s['n']} runs: median |error| {s['median']:.1%} with data-parallel attention "
-          f"({s['signed_median']:+.1%} signed), {s['tp_median']:.1%} priced at TP "
-          f"({s['tp_signed_median']:+.1%})")  # fmt: skip
+    print()
+    for name, m in (("all", s), *s["engines"].items()):
+        print(f"{name}: {m['n']} runs: median |error| {m['median']:.1%} with data-parallel attention "
+              f"({m['signed_median']:+.1%} signed), {m['tp_median']:.1%} priced at TP "
+              f"({m['tp_signed_median']:+.1%})")  # fmt: skip
 
 
 def serving_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
