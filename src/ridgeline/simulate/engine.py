@@ -505,7 +505,7 @@ class Engine:
         prompt's chunk, which runs on one GPU, is more of the step's tokens or attended pairs
         than the busiest GPU's ceil(spread / ranks) of them would be. Then its GPU is the
         busiest, with that share s of the work: tp x s of the mean GPU's, which 1 / s
-        sequences give. More sequences never make a GPU's share smaller."""
+        sequences give. A sequence joining the step never lightens its busiest GPU."""
         spread = n + len(chunks)
         ranks = self.dp_ranks
         if ranks == 1 or not chunks:
