@@ -313,14 +313,15 @@ def proven_utilization(d: Deployment, cfg: EngineConfig, longest: int) -> float:
     served 32,000-token prompts of Qwen3-32B on one H100, where the plan's reserve for
     sampling 1,024 sequences leaves 20,192 tokens), the row is simulated with the share of
     memory that holds it."""
-    from ridgeline.simulate.kvcache import blocks_for, kv_cache
+    from ridgeline.simulate.kvcache import blocks_for, kv_cache, request_blocks
 
     u = cfg.gpu_memory_utilization
     kv = kv_cache(d, cfg.block_tokens, u, cfg.max_num_seqs, cfg.max_num_batched_tokens)
     need = blocks_for(longest, kv.block_tokens) + kv.apart_blocks(longest)
-    if need <= kv.blocks:
+    ranks = d.par.dp_ranks  # under data-parallel attention the request sat on one GPU's cache
+    if need <= request_blocks(kv, ranks, 0):
         return float(u)
-    short_bytes = need * kv.block_tokens * kv.bytes_per_token_per_gpu - kv.room_bytes_per_gpu
+    short_bytes = need * ranks * kv.block_tokens * kv.bytes_per_token_per_gpu - kv.room_bytes_per_gpu
     return float(u + (short_bytes + 1.0) / d.hw.memory_bytes)  # a byte over, against rounding
 
 
