@@ -303,3 +303,12 @@ def test_sglang_admits_less_conservatively_under_data_parallel_attention() -> No
         assert policy.new_token_ratio(0) == pytest.approx(start)
         assert policy.new_token_ratio(300) == pytest.approx((start + floor) / 2)
         assert policy.new_token_ratio(10_000) == pytest.approx(floor)
+
+
+def test_the_simulation_says_its_attention_is_data_parallel() -> None:
+    argv = ["simulate", "--model", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--weights", "fp8",
+            "--engine", "vllm", "--rate", "2", "--requests", "20", "-p", "200", "-o", "10"]  # fmt: skip
+    for dp in (False, True):
+        result = CliRunner().invoke(app, argv + (["--dp-attention"] if dp else []), env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        assert ("(fp8, attention data-parallel)" in result.output) is dp

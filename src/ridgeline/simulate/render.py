@@ -49,7 +49,8 @@ def simulation(s: Summary, out: str | None = None) -> None:
     console.print(
         f"[bold]{d['model']}[/] on {d['replicas']} replica{'s' if d['replicas'] > 1 else ''} of "
         f"{d['gpus_per_replica']}x [bold]{d['gpu']}[/] "
-        f"({d['weights']}) · {load} · {s.requests:,} requests · prompt {_lengths(w['prompt'])}, "
+        f"({d['weights']}{', attention data-parallel' if d.get('dp_attention') else ''}) · {load} · "
+        f"{s.requests:,} requests · prompt {_lengths(w['prompt'])}, "
         f"output {_lengths(w['output'])} · seed {w['seed']}"
     )
     t = Table(show_edge=False)
@@ -150,7 +151,7 @@ def plans(data: dict[str, Any], w: Workload) -> None:
     for p in data["plans"]:
         d, a = p["deployment"], p["at_max"]
         t.add_row(
-            f"{d['gpu']}:{d['tp']}:{d['weights']}",
+            f"{d['gpu']}:{d['tp']}:{d['weights']}" + (":dp" if d.get("dp_attention") else ""),
             f"{p['max_rate_per_replica']:.3g}/s",
             _s(a["ttft_p99_s"]),
             _s(a["tpot_p99_s"]),
