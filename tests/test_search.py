@@ -792,3 +792,19 @@ def test_a_launch_command_runs_attention_data_parallel_as_its_engine_does(
 def test_dp_attention_on_the_command_line_is_on_or_off(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "search", "--model", "qwen3-30b-a3b", "--dp-attention", "engine", *TRAFFIC)
     assert code == 2 and "on or off" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_mixture_of_experts_model_weighs_both_layouts_by_default() -> None:
+    """Engines serve large MoE models with attention data-parallel, so the search tries both
+    ways for one unless told; a dense model's axis is off. At TP 1 the two are one shape."""
+    moe = make_space({"gpu": "h200", "tp": "1,8", "weights": "fp8", "maths": "fp8", "kv_dtype": "bf16",
+                      "engine": "sglang"}, None, get_model("deepseek-v3"))  # fmt: skip
+    assert moe.dp_attention == (False, True)
+    assert [(s.tp, s.dp_attention) for s in moe.shapes()] == [(1, False), (8, False), (8, True)]
+    dense = make_space({"gpu": "h200", "tp": "1,8", "engine": "sglang"}, None, get_model("llama-3.1-70b"))
+    assert dense.dp_attention == (False,)
+    only = make_space({"gpu": "h200", "tp": "1", "weights": "fp8", "maths": "fp8", "kv_dtype": "bf16",
+                       "engine": "sglang", "dp_attention": "on"}, None, get_model("deepseek-v3"))  # fmt: skip
+    assert [(s.tp, s.dp_attention) for s in only.shapes()] == [
+        (1, True)
+    ]  # asked for alone: kept, then invalid

@@ -38,7 +38,9 @@ def search(
     pp: str | None = _axis("--pp", None, "Pipeline stages (default 1)."),
     ep: str | None = _axis("--ep", None, "Expert-parallel GPUs, MoE (default 1)."),
     dp_attention: str | None = _axis(
-        "--dp-attention", None, "off, on: attention data-parallel over the TP GPUs (default off)."
+        "--dp-attention",
+        None,
+        "off, on: attention data-parallel over the TP GPUs (default off; off,on for MoE).",
     ),
     weights: str | None = _axis("--weights", "-w", "Weight dtypes (default bf16,fp8,int4-g128)."),
     maths: str | None = _axis("--maths", None, "Maths dtypes (default bf16,fp8)."),

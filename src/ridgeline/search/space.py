@@ -3,7 +3,8 @@
     gpu        accelerators (`ridgeline gpus`); default every one with a rental price (not Apple's)
     tp         tensor-parallel GPUs; default 1, 2, 4, 8
     pp, ep     pipeline stages, expert-parallel GPUs; default 1
-    dp_attention   off, on: attention data-parallel over the TP GPUs (`--dp-attention`); default off
+    dp_attention   off, on: attention data-parallel over the TP GPUs (`--dp-attention`); default
+               off, and off,on for a mixture-of-experts model (TP 1 once)
     weights    default bf16, fp8, int4-g128 (a .gguf, or a checkpoint stored quantised: its own stored mix)
     maths      default bf16, fp8 (fp8 maths runs fp8 weights: W8A8; the rest compute in bf16)
     kv_dtype   default bf16, fp8
@@ -95,7 +96,10 @@ class Space:
         return not self.replicas
 
     def shapes(self) -> list[Shape]:
-        """Every deployment of the space (the axes but the knobs and the replicas), in order."""
+        """Every deployment of the space (the axes but the knobs and the replicas), in order.
+        Attention data-parallel over one GPU is that GPU's plain deployment: with both ways on
+        the axis, TP 1 is tried once."""
+        plain = False in self.dp_attention
         return [
             Shape(g, tp, pp, ep, w, m, kv, e, dp)
             for g in self.gpu
@@ -107,6 +111,7 @@ class Space:
             for pp in self.pp
             for ep in self.ep
             for dp in self.dp_attention
+            if not (dp and tp == 1 and plain)
         ]
 
     def knobs(self) -> list[tuple[int | None, int | None, bool | None]]:
@@ -330,6 +335,8 @@ def make_space(
     defaults["engine"] = ("all",)
     if arch.file_bytes_per_param is not None:  # a .gguf or a quantised checkpoint: its own stored mix
         defaults["weights"] = ("file",)
+    if arch.is_moe:  # engines serve large MoE models with attention data-parallel: weigh both
+        defaults["dp_attention"] = (False, True)
     values: dict[str, tuple[Any, ...]] = {}
     for name, flag in FLAGS.items():
         text = flags.get(name)
