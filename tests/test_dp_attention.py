@@ -312,3 +312,19 @@ def test_the_simulation_says_its_attention_is_data_parallel() -> None:
         result = CliRunner().invoke(app, argv + (["--dp-attention"] if dp else []), env={"COLUMNS": "200"})
         assert result.exit_code == 0, result.output
         assert ("(fp8, attention data-parallel)" in result.output) is dp
+
+
+def test_the_simulations_json_says_what_limits_the_replica_ran_with() -> None:
+    """vLLM's data-parallel ranks each take --max-num-seqs (1,024 on an H200) and
+    --max-num-batched-tokens (8,192): eight of them hold 8,192 sequences and 65,536 tokens a
+    step, a request's chunk up to one rank's 8,192. Without the mode, the flags' own."""
+    argv = ["simulate", "--model", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--weights", "fp8",
+            "--engine", "vllm", "--rate", "2", "--requests", "10", "-p", "200", "-o", "10"]  # fmt: skip
+    for dp, expected in ((True, (8192, 65536, 8192, 8)), (False, (1024, 8192, 8192, 1))):
+        result = CliRunner().invoke(app, [*argv, "--json"] + (["--dp-attention"] if dp else []))
+        assert result.exit_code == 0, result.output
+        engine = json.loads(result.output)["engine"]
+        assert (engine["max_num_seqs"], engine["dp_limits"]) == (1024, "rank")
+        replica = engine["replica"]
+        got = (replica["max_num_seqs"], replica["max_num_batched_tokens"], replica["max_chunk_tokens"])
+        assert (*got, replica["ranks"]) == expected

@@ -312,7 +312,7 @@ def summarize_run(
             "block_tokens": kv.block_tokens,
             "kv_tokens": kv.tokens,
         },
-        engine=asdict(cfg),
+        engine=asdict(cfg) | {"replica": asdict(replica_limits(cfg, m.par.dp_ranks))},
         workload={
             "arrival": "closed" if workload.closed else ("trace" if workload.trace else workload.arrival),
             "rate_per_s": None if workload.closed or workload.trace else workload.rate_per_s,
