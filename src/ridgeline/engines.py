@@ -512,6 +512,13 @@ _COUNTS = {
 DP_LIMITS = ("replica", "rank")  # Scheduler.dp_limits
 
 
+def check_dp_limits(name: str, value: Any) -> str:
+    """Whose a scheduler's limits are under data-parallel attention: one of DP_LIMITS."""
+    if value not in DP_LIMITS:
+        raise RidgelineError(f"{name} must be one of {', '.join(DP_LIMITS)}, got {value!r:.60}")
+    return str(value)
+
+
 def _scheduler(w: str, sched: dict[str, Any]) -> Scheduler:
     """A profile's scheduler table; what it leaves out takes Scheduler's own defaults."""
     gpus = sched.get("small_gpus", [])
@@ -528,11 +535,7 @@ def _scheduler(w: str, sched: dict[str, Any]) -> Scheduler:
     chunked = check_flag(f"{w}: scheduler.chunked_prefill", sched.get("chunked_prefill", True))
     caching = check_flag(f"{w}: scheduler.prefix_caching", sched.get("prefix_caching", False))
     overlap = check_flag(f"{w}: scheduler.overlap", sched.get("overlap", False))
-    dp_limits = sched.get("dp_limits", "replica")
-    if dp_limits not in DP_LIMITS:
-        raise RidgelineError(
-            f"{w}: scheduler.dp_limits must be one of {', '.join(DP_LIMITS)}, got {dp_limits!r:.60}"
-        )
+    dp_limits = check_dp_limits(f"{w}: scheduler.dp_limits", sched.get("dp_limits", "replica"))
     return Scheduler(
         policy=str(sched.get("policy", "vllm")),
         chunked_prefill=chunked,

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ridgeline.checks import MAX_COUNT, MAX_TOKENS, check_fraction, check_size
-from ridgeline.engines import DP_LIMITS, Scheduler
+from ridgeline.engines import Scheduler, check_dp_limits
 from ridgeline.errors import RidgelineError
 from ridgeline.ledger import attended_pairs, cached_tokens
 from ridgeline.simulate.kvcache import MAX_BLOCK_TOKENS, KvCache
@@ -131,10 +131,7 @@ class EngineConfig:
         for name in ("chunked_prefill", "prefix_caching", "overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise RidgelineError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.dp_limits not in DP_LIMITS:
-            raise RidgelineError(
-                f"dp_limits must be one of {', '.join(DP_LIMITS)}, got {self.dp_limits!r:.60}"
-            )
+        check_dp_limits("dp_limits", self.dp_limits)
         if not isinstance(self.policy, str) or self.policy not in POLICIES:
             raise RidgelineError(
                 f"scheduler policy {self.policy!r} is unknown: use {' or '.join(map(repr, POLICIES))}"

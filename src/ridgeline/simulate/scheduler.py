@@ -139,11 +139,17 @@ class VllmPolicy:
 
 # SGLang's admission arithmetic at its defaults (--schedule-conservativeness 1; global_config
 # and envs, managers/schedule_policy.py and schedule_batch.py, 0.4 to 0.5)
-INIT_NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO
-MIN_NEW_TOKEN_RATIO = INIT_NEW_TOKEN_RATIO * 0.14  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
-NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600  # a decode step's, over 600
-# --enable-dp-attention multiplies --schedule-conservativeness by 0.3 (ServerArgs), and the
-# scheduler scales the starting ratio by it, the floor and the decay with it
+def token_ratios(conservativeness: float = 1.0) -> tuple[float, float, float]:
+    """new_token_ratio's start, floor and fall a decode step, as SGLang's scheduler sets them
+    from --schedule-conservativeness: 0.7 x it (SGLANG_INIT_NEW_TOKEN_RATIO), 0.14 x that
+    (SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR), the difference over 600 decode steps."""
+    start = min(0.7 * conservativeness, 1.0)
+    floor = min(start * 0.14, 1.0)
+    return start, floor, (start - floor) / 600
+
+
+INIT_NEW_TOKEN_RATIO, MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY = token_ratios()
+# --enable-dp-attention multiplies --schedule-conservativeness by 0.3 (ServerArgs)
 DP_CONSERVATIVENESS = 0.3
 RETRACT_DECODE_STEPS = 20  # a retraction leaves room for this many steps of the decoders kept
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION: one request's reserve at most
@@ -200,9 +206,7 @@ class SglangPolicy:
             return
         self.scaled = True
         if view.dp_ranks > 1:
-            self.init = INIT_NEW_TOKEN_RATIO * DP_CONSERVATIVENESS
-            self.floor = self.init * (MIN_NEW_TOKEN_RATIO / INIT_NEW_TOKEN_RATIO)
-            self.decay = (self.init - self.floor) / 600
+            self.init, self.floor, self.decay = token_ratios(DP_CONSERVATIVENESS)
             self.ratio_set = self.init
 
     def new_token_ratio(self, step: int) -> float:
