@@ -55,7 +55,7 @@ class Deployment:
         gpu: str | Accelerator = "h100-sxm",
         *,
         weights: str | None = None,
-        maths: str = "bf16",
+        maths: str | None = None,
         kv_dtype: str = "bf16",
         tp: int = 1,
         pp: int = 1,
@@ -75,7 +75,8 @@ class Deployment:
         """Resolve names into a deployment, with one clear error for each bad value.
 
         A calibration (from `ridgeline fit`) replaces the preset's efficiencies; explicit
-        compute_eff / bandwidth_eff still win over both."""
+        compute_eff / bandwidth_eff still win over both. Without maths, the matmuls run in
+        the engine's dtype for these weights (EngineProfile.default_maths), else bf16."""
         arch = model if isinstance(model, Architecture) else get_model(model)
         hw = (
             gpu
@@ -100,6 +101,8 @@ class Deployment:
             weights = "bf16" if arch.file_bytes_per_param is None else "file"
         if weights == "file" and arch.file_bytes_per_param is None:
             raise RidgelineError("--weights file needs a .gguf model; give a dtype such as bf16")
+        if maths is None:  # the engine's for these weights on this part, else bf16
+            maths = "bf16" if engine is None else engine.default_maths(arch, weights, hw)
         prec = make_precision(weights, maths, kv_dtype)
         hw.peak(prec.maths)  # fail early when the accelerator lacks this maths dtype
         for name, value in (("--tp", tp), ("--pp", pp), ("--ep", ep)):

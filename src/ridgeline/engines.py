@@ -68,6 +68,12 @@ and falls short of the roofline for reasons each of which has a physical term he
                        detokenises and streams each token, in turn: with every request
                        queued at once, a run over HTTP takes at least this long)
 
+Which dtype the matmuls run in is the deployment's maths. Asked for none (no --maths), a
+deployment takes the engine's (compute.maths, by the weights' dtype): llama.cpp multiplies
+its quantised GGUF weights on int8 tensor cores (MMQ) and F16 through cuBLAS in fp16; vLLM,
+SGLang and TensorRT-LLM run fp8 weights in fp8 (W8A8) and fp4 in fp4 where the part has
+that peak, and unpack them weight-only into bf16 where it has not (an A100's fp8).
+
 A profile also carries its scheduler's defaults (admission policy, max sequences, the
 batched-token budget, whether it plans the next step while this one runs) and, for each
 regime, the band (an 80% interval) of measured / predicted that its corpus residuals leave:
@@ -94,7 +100,7 @@ from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.hardware import FALLBACK, REFERENCE_MMA_ROWS, Accelerator
 from ridgeline.ledger import Pass, Work, tokens_per_expert, weight_bytes_per_param
 from ridgeline.parallel import Parallel, collectives_per_pass
-from ridgeline.precision import BITS, Precision, attention_maths
+from ridgeline.precision import BITS, MATHS_DTYPES, WEIGHT_DTYPES, Precision, attention_maths, weight_dtype
 
 
 class Deployed(Protocol):
@@ -249,6 +255,8 @@ class EngineProfile:
     dp_replicates: str = "attention"
     uncertainty: dict[str, tuple[float, float]] = field(default_factory=dict)  # regime -> (low, high)
     source: str = ""
+    # the maths dtype its matmuls run in, by the weights' dtype, when none is asked for
+    maths: dict[str, str] = field(default_factory=dict)
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
 
     def check_runs_on(self, hw: Accelerator) -> None:
@@ -258,6 +266,17 @@ class EngineProfile:
                 f"{self.label} does not run on {hw.vendor_name} accelerators ({hw.name}); "
                 f"it runs on {', '.join(self.runs_on)}"
             )
+
+    def default_maths(self, a: Architecture, weights: str, hw: Accelerator) -> str:
+        """The maths dtype its matmuls run in for these weights on hw when none is asked for:
+        compute.maths for the weights' dtype (a stored mix by its class: 16-bit as fp16, 8-bit
+        as int8, narrower as int4, as GGUF's quantised types are), where hw states a peak
+        for it; else bf16."""
+        dtype = weight_dtype(weights)
+        if dtype == "file":
+            dtype = {"w16": "fp16", "w8": "int8", "w4": "int4"}[stored_format(a, Precision(weights))]
+        maths = self.maths.get(dtype, "bf16")
+        return maths if hw.has_peak(maths) else "bf16"
 
     def vendor_factor(self, vendor: str) -> float:
         return self.vendor.get(vendor, self.vendor.get("default", 1.0))
@@ -489,6 +508,15 @@ def _weight_format(where: str, key: str) -> bool:
     return True
 
 
+def _maths(where: str, weights: str, maths: Any) -> str:
+    if weights not in WEIGHT_DTYPES or maths not in MATHS_DTYPES:
+        raise RidgelineError(
+            f"{where}: compute.maths maps a weight dtype ({', '.join(WEIGHT_DTYPES)}) to a maths dtype "
+            f"({', '.join(MATHS_DTYPES)}), got {weights} = {maths!r:.40}"
+        )
+    return str(maths)
+
+
 def _table(where: str, entry: dict[str, Any], key: str) -> dict[str, Any]:
     value = entry.get(key, {})
     if not isinstance(value, dict):
@@ -561,6 +589,7 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
     gemm = {str(k): _num(w, f"compute.gemm.{k}", v, _FRACTION) for k, v in _table(w, compute, "gemm").items()}
     if not gemm:
         raise RidgelineError(f"{w}: compute.gemm needs at least one dtype, e.g. bf16 = 0.7")
+    maths = {str(k): _maths(w, str(k), v) for k, v in _table(w, compute, "maths").items()}
     weights = {
         k: _num(w, f"memory.weights.{k}", v, _FRACTION) for k, v in _table(w, memory, "weights").items()
     }
@@ -602,6 +631,7 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         name=name,
         label=str(entry.get("label", name)),
         gemm=gemm,
+        maths=maths,
         half_m_tokens=_num(w, "compute.half_m_tokens", compute.get("half_m_tokens", 0.0), (0.0, 1e5)),
         attention=_num(w, "compute.attention", compute.get("attention", min(gemm.values())), _FRACTION),
         experts=_num(w, "compute.experts", compute.get("experts", 1.0), _FRACTION),
@@ -707,6 +737,7 @@ def profile_to_toml(p: EngineProfile) -> str:
         + table(
             {
                 "gemm": p.gemm,
+                **({"maths": p.maths} if p.maths else {}),
                 "half_m_tokens": p.half_m_tokens,
                 "attention": p.attention,
                 "experts": p.experts,

@@ -106,6 +106,10 @@ class Accelerator:
         have = ", ".join(sorted(self.peak_flops))
         raise RidgelineError(f"{self.name} has no {maths} peak (it has {have}); choose --maths from those")
 
+    def has_peak(self, maths: str) -> bool:
+        """Whether it states a peak for this maths dtype (or for one that runs at its rate)."""
+        return any(d in self.peak_flops for d in (maths, *FALLBACK.get(maths, ())))
+
     def achievable(self, maths: str) -> float:
         """The share of `maths`'s peak a large matmul sustains: its own measurement, else the
         nearest measured dtype's (SHARE_FALLBACK or FALLBACK, then bf16), else 1 (the stated

@@ -73,7 +73,11 @@ class Shared:
         "-w",
         help="bf16, fp8, int8, int4, int4-g128, or file (default: the model's own stored mix, else bf16).",
     )
-    MATHS = option("bf16", "--maths", help="Arithmetic dtype: bf16 or fp8 (at the fp8 peak).")
+    MATHS = option(
+        None,
+        "--maths",
+        help="Arithmetic dtype: bf16, fp8, int8, ... (default: the engine's for the weights, else bf16).",
+    )
     KV_DTYPE = option("bf16", "--kv-dtype", help="KV-cache dtype: bf16, fp8 or int8.")
     TP = option(1, "--tp", help="Tensor-parallel GPUs (per replica).")
     PP = option(1, "--pp", help="Pipeline-parallel stages (per replica).")
@@ -225,7 +229,7 @@ def deployment(
     gpu: Any = "h100-sxm",
     *,
     weights: str | None = None,
-    maths: str = "bf16",
+    maths: str | None = None,
     kv_dtype: str = "bf16",
     tp: int = 1,
     pp: int = 1,

@@ -47,6 +47,9 @@ class Precision:
         return max(BITS[self.maths], 16.0) / 8.0
 
 
+WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")  # what weights are stored in
+
+
 @lru_cache(maxsize=64)
 def weight_bits(weights: str) -> float:
     """Bits per stored weight, group scales included. `file` means the model file's own
@@ -66,6 +69,15 @@ def weight_bits(weights: str) -> float:
     if group <= 0:
         raise RidgelineError(f"group size in '{weights}' must be positive, e.g. int4-g128")
     return bits + SCALE_BITS / group
+
+
+def weight_dtype(weights: str) -> str:
+    """The dtype a weights spec stores in, its group size dropped (`int4-g128`: int4);
+    `file` stays `file`."""
+    if weights == "file":
+        return weights
+    weight_bits(weights)  # one clear line for a bad spec
+    return re.match(_WEIGHTS, weights.lower())["dtype"]  # type: ignore[index]
 
 
 def attention_maths(maths: str, kv: str) -> str:

@@ -334,7 +334,7 @@ def estimate(
     preset: str = "lesson",
     compute_eff: float | None = None,
     bandwidth_eff: float | None = None,
-    maths: str = "bf16",
+    maths: str | None = None,
     kv_dtype: str = "bf16",
     price_per_gpu_hour: float | None = None,
     gpu_file: str | Path | None = None,

@@ -32,6 +32,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.efficiency import Efficiency
 from ridgeline.engines import MAX_SECONDS, MAX_SHARE, EngineProfile
 from ridgeline.measure.compare import Group, groups, predict
+from ridgeline.precision import WEIGHT_DTYPES
 from ridgeline.step import Pass, price, rooflines, uniform
 
 PARAMS = ("ttft_offset_s", "step_overhead_s", "seconds_per_flop", "seconds_per_byte", "seconds_per_kv_byte")
@@ -487,6 +488,8 @@ def as_engine(result: Fit, m: Deployment, base: EngineProfile, name: str, source
         label=f"{base.label} on {m.hw.name}",
         collective_latency_s=base.collective_latency_s,
         link_efficiency=base.link_efficiency,
+        # its one FLOP/s is a share of the fitted run's maths peak: every weight dtype runs it
+        maths={} if m.prec.maths == "bf16" else dict.fromkeys(WEIGHT_DTYPES, m.prec.maths),
         scheduler=base.scheduler,
         runs_on=base.runs_on,
         request_s=base.request_s,
