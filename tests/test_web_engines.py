@@ -246,3 +246,14 @@ def test_a_step_the_host_bounds_says_so(client: TestClient) -> None:
     assert decode["time_s"] == decode["host_s"] == pytest.approx(2048 * 10.68e-6 * 2.75, rel=1e-3)
     plain = client.get("/api/estimate").json()["decode"]
     assert plain["host_bound"] is False and plain["host_s"] == 0.0
+
+
+def test_the_apis_maths_is_estimates_without_maths_unless_given(client: TestClient) -> None:
+    """`/api/estimate` without `maths` is `estimate` without `--maths`: llama.cpp's quantised
+    weights on an RTX 4090 run its int8 MMQ path; the page's maths control, sent, still wins."""
+    query = {"model": "llama-2-7b", "gpu": "rtx-4090", "weights": "int4", "engine": "llamacpp"}
+    auto = client.get("/api/estimate", params=query).json()
+    cli = ridgeline.estimate("llama-2-7b", "rtx-4090", weights="int4", engine="llamacpp").to_dict()
+    assert auto["inputs"]["maths"] == "int8" and auto == json.loads(json.dumps(cli))
+    chosen = client.get("/api/estimate", params=query | {"maths": "bf16"}).json()
+    assert chosen["inputs"]["maths"] == "bf16" and chosen["ttft_s"] > 2 * auto["ttft_s"]

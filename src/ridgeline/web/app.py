@@ -28,6 +28,7 @@ from ridgeline.checks import check_number, one_line
 from ridgeline.errors import RidgelineError
 from ridgeline.web import film, hosts, lesson
 from ridgeline.web.view import (
+    AUTO_MATHS,
     MAX_BATCH,
     MAX_TOKENS,
     MAX_TP,
@@ -73,7 +74,12 @@ def state_query(
     batch: Annotated[Whole, Query(ge=1, le=MAX_BATCH, description="Identical requests served together.")] = 1,
     tp: Annotated[Whole, Query(ge=1, le=MAX_TP, description="Tensor-parallel GPUs.")] = 1,
     preset: str = Query("lesson", max_length=16, pattern=NAME, description="ideal or lesson."),
-    maths: str = Query("bf16", max_length=16, pattern=NAME, description="Arithmetic dtype."),
+    maths: str = Query(
+        AUTO_MATHS,
+        max_length=16,
+        pattern=NAME,
+        description="Arithmetic dtype, or auto: the engine's for the weights (`estimate` without --maths).",
+    ),
     engine: str = Query(
         NO_ENGINE,
         max_length=64,

@@ -40,6 +40,9 @@ NO_ENGINE = "none"
 TRAINING_TOKENS_PER_STEP = 16_384
 
 
+AUTO_MATHS = "auto"  # the maths `estimate` runs without --maths: the engine's for the weights, else bf16
+
+
 @dataclass(frozen=True)
 class State:
     """What the playground's controls set: the inputs of `ridgeline estimate`."""
@@ -121,7 +124,7 @@ def machine(s: State) -> Deployment:
         check_model(s.model),
         s.gpu,
         weights=s.weights,
-        maths=s.maths,
+        maths=None if s.maths == AUTO_MATHS else s.maths,
         tp=s.tp,
         preset=s.preset,
         engine=check_engine(s.engine),
