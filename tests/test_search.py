@@ -808,3 +808,32 @@ def test_a_mixture_of_experts_model_weighs_both_layouts_by_default() -> None:
     assert [(s.tp, s.dp_attention) for s in only.shapes()] == [
         (1, True)
     ]  # asked for alone: kept, then invalid
+
+
+def test_maths_auto_runs_each_engines_own_and_estimates_price() -> None:
+    """`--maths auto`: each point runs the maths `estimate` runs without --maths, the engine's
+    for its weights on its accelerator: llama.cpp's int4 weights in int8 (its MMQ kernels) on
+    an RTX 4090, vLLM's fp8 weights in fp8 on an H100 but in bf16 on an A100 (no fp8 peak). A
+    point's deployment is then exactly estimate's, so its lone-request TTFT bound is too."""
+    from ridgeline.deployment import Deployment
+    from ridgeline.engines import engines
+    from ridgeline.hardware import get_accelerator
+    from ridgeline.predict import estimate_on
+    from ridgeline.search.prune import build
+
+    arch = get_model("llama-3.1-8b")
+    space = make_space({"gpu": "rtx-4090,h100-sxm,a100-80gb-sxm", "tp": "1", "weights": "int4-g128,fp8",
+                        "maths": "auto", "kv_dtype": "bf16", "engine": "llamacpp,vllm", "replicas": "1"},
+                       None, arch)  # fmt: skip
+    profiles, gpus = engines(), {g: get_accelerator(g) for g in space.gpu}
+    ran = {}
+    for shape in space.shapes():
+        d = build(arch, shape, gpus, profiles)
+        ran[shape.engine, shape.gpu, shape.weights] = d.prec.maths
+        alone = Deployment.build(arch, shape.gpu, weights=shape.weights, engine=shape.engine)
+        assert d.prec == alone.prec and estimate_on(d).ttft_s == estimate_on(alone).ttft_s
+    assert ran["llamacpp", "rtx-4090", "int4-g128"] == "int8"
+    assert ran["vllm", "h100-sxm", "fp8"] == "fp8" and ran["vllm", "a100-80gb-sxm", "fp8"] == "bf16"
+    assert ran["vllm", "h100-sxm", "int4-g128"] == "bf16"  # W4A16: Marlin unpacks into bf16
+    with pytest.raises(RidgelineError, match="auto is each engine's own maths"):
+        make_space({"maths": "auto,fp8"}, None, arch)

@@ -43,7 +43,9 @@ def search(
         "off, on: attention data-parallel over the TP GPUs (default off; off,on for MoE).",
     ),
     weights: str | None = _axis("--weights", "-w", "Weight dtypes (default bf16,fp8,int4-g128)."),
-    maths: str | None = _axis("--maths", None, "Maths dtypes (default bf16,fp8)."),
+    maths: str | None = _axis(
+        "--maths", None, "Maths dtypes (default bf16,fp8), or auto: each engine's own for the weights."
+    ),
     kv_dtype: str | None = _axis("--kv-dtype", None, "KV-cache dtypes (default bf16,fp8)."),
     engine: str | None = _axis("--engine", "-e", "Engine profiles, or all (default; `ridgeline engines`)."),
     max_num_seqs: str | None = _axis(

@@ -50,7 +50,7 @@ from ridgeline.hardware import Accelerator, get_accelerator
 from ridgeline.ledger import Pass
 from ridgeline.precision import BITS, make_precision
 from ridgeline.request import decode_time_s
-from ridgeline.search.space import AUTO_RUNGS, MAX_REPLICAS, Point, Shape, Space
+from ridgeline.search.space import AUTO_MATHS, AUTO_RUNGS, MAX_REPLICAS, Point, Shape, Space
 from ridgeline.simulate.engine import EngineConfig, replica_limits
 from ridgeline.simulate.kvcache import KvCache, blocks_for, kv_cache, request_blocks
 from ridgeline.simulate.scheduler import whole_prefill_tokens
@@ -274,7 +274,8 @@ def build(
 ) -> Deployment:
     """The shape's deployment, or a RidgelineError saying why it is no configuration."""
     profiles[shape.engine].check_runs_on(gpus[shape.gpu])  # an engine's `runs_on` vendors
-    bits = BITS[shape.maths]
+    auto = shape.maths == AUTO_MATHS  # the engine's own: the deployment works it out
+    bits = 16.0 if auto else BITS[shape.maths]
     if bits < 16 and stored_width(arch, shape.weights) != bits:
         what = "the stored mix of" if shape.weights == "file" else f"{shape.weights}"
         raise RidgelineError(
@@ -282,8 +283,9 @@ def build(
             f"of that width (W8A8); wider or narrower weights compute in bf16"
         )
     return Deployment.build(
-        arch, gpus[shape.gpu], weights=shape.weights, maths=shape.maths, kv_dtype=shape.kv_dtype,
-        tp=shape.tp, pp=shape.pp, ep=shape.ep, dp_attention=shape.dp_attention, engine=profiles[shape.engine],
+        arch, gpus[shape.gpu], weights=shape.weights, maths=None if auto else shape.maths,
+        kv_dtype=shape.kv_dtype, tp=shape.tp, pp=shape.pp, ep=shape.ep, dp_attention=shape.dp_attention,
+        engine=profiles[shape.engine],
     )  # fmt: skip
 
 

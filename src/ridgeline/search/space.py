@@ -6,7 +6,9 @@
     dp_attention   off, on: attention data-parallel over the TP GPUs (`--dp-attention`); default
                off, and off,on for a mixture-of-experts model (TP 1 once)
     weights    default bf16, fp8, int4-g128 (a .gguf, or a checkpoint stored quantised: its own stored mix)
-    maths      default bf16, fp8 (fp8 maths runs fp8 weights: W8A8; the rest compute in bf16)
+    maths      default bf16, fp8 (fp8 maths runs fp8 weights: W8A8; the rest compute in bf16);
+               or auto alone: each engine's own for the weights on the accelerator, what
+               `estimate` runs without --maths (llama.cpp's quantised weights in int8)
     kv_dtype   default bf16, fp8
     engine     engine profiles (`ridgeline engines`); default every one
     max_num_seqs, max_num_batched_tokens   default `engine`: each profile's own scheduler's
@@ -42,6 +44,7 @@ MAX_REPLICAS = 1000  # simulate.run.MAX_REPLICAS
 MAX_SEQS = 1_000_000
 AUTO_RUNGS = (1.0, 1.25, 1.5, 2.0)  # --replicas auto: the fewest the best case allows, times these
 ENGINE_OWN = "engine"  # in a knob's list: the engine profile's own value
+AUTO_MATHS = "auto"  # the maths axis's: what each engine's kernels run for the weights (estimate's default)
 
 DEFAULTS: dict[str, tuple[Any, ...]] = {
     "tp": (1, 2, 4, 8),
@@ -288,6 +291,10 @@ def axis(name: str, raw: list[Any], where: str, known_gpus: dict[str, Any]) -> t
             if v.lower() != "file":
                 weight_bits(v)  # unknown dtypes fail here, in one line
         return dedupe([v.lower() for v in values])
+    if name == "maths" and AUTO_MATHS in values:
+        if len(values) > 1:
+            raise RidgelineError(f"{where}: auto is each engine's own maths; give it alone, or dtypes")
+        return (AUTO_MATHS,)
     allowed = MATHS_DTYPES if name == "maths" else KV_DTYPES
     for v in values:
         if v not in allowed:
