@@ -92,6 +92,12 @@ def fixed(prior: EngineProfile) -> dict[str, str]:
             f"fixed {prior.repacked_experts:.4g}: gpt-oss-120b's resident bytes in a load log against "
             "its checkpoint's (priors.toml)"
         )
+    if prior.maths:
+        kernels = ", ".join(f"{w} in {m}" for w, m in prior.maths.items())
+        out["maths"] = (
+            f"fixed: the maths its kernels run for weights of a dtype when none is asked, {kernels} "
+            "(priors.toml)"
+        )
     if prior.host_sequence_s:
         out["host_sequence_s"] = (
             f"fixed {prior.host_sequence_s:.4g}: a step's host work a sequence, TensorRT-LLM pull request "
