@@ -971,3 +971,18 @@ def test_a_profiles_maths_is_checked_and_round_trips(
         assert main(["estimate", "--engine", path]) == 2
         err = capsys.readouterr().err
         assert "compute.maths maps a weight dtype" in err and err.count("\n") == 1
+
+
+def test_a_checkpoints_stored_fp8_runs_in_fp8_where_the_engine_would() -> None:
+    """DeepSeek-V3's checkpoint stores its linear weights in block-scaled FP8 (its
+    quantization_config): vLLM and SGLang run it W8A8 on an H200, and unpack it into bf16 on
+    an A100, which has no fp8 peak. gpt-oss's MXFP4 experts are no fp8: weight-only, bf16."""
+    from ridgeline.models import get_model
+
+    deepseek = get_model("deepseek-v3")
+    assert deepseek.file_dtype == "fp8"
+    for engine in ("vllm", "sglang"):
+        assert Deployment.build(deepseek, "h200", tp=8, engine=engine).prec.maths == "fp8"
+    assert Deployment.build(deepseek, "a100-80gb-sxm", tp=8, engine="vllm").prec.maths == "bf16"
+    assert Deployment.build(deepseek, "h200", tp=8).prec.maths == "bf16"  # no engine: the lesson's
+    assert Deployment.build("gpt-oss-120b", "h200", engine="vllm").prec.maths == "bf16"

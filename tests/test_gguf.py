@@ -125,3 +125,16 @@ def test_models_json_of_a_gguf_is_valid_json() -> None:
     proc = run_cli("models", str(gguf_path()), "--json")
     assert proc.returncode == 0
     assert json.loads(proc.stdout)["family"] == "gemma3_text"
+
+
+def test_a_quantised_gguf_runs_llama_cpps_int8_maths(tmp_path: Path) -> None:
+    """The tiny file's MLP is Q8_0 and its attention F16: 8.5 to 16 bits a weight, an 8-bit
+    stored mix on the whole. llama.cpp multiplies its quantised types on int8 tensor cores,
+    so without --maths the file runs int8 maths on an RTX 4090; vLLM, which names no maths
+    for integer weights, unpacks them into bf16."""
+    from ridgeline.deployment import Deployment
+
+    arch = architecture_from_gguf(_tiny_llama(tmp_path / "tiny.gguf"))
+    assert 6.0 <= 8 * arch.file_bytes_per_param < 12.0 and arch.file_dtype == ""  # the w8 class
+    assert Deployment.build(arch, "rtx-4090", engine="llamacpp").prec.maths == "int8"
+    assert Deployment.build(arch, "rtx-4090", engine="vllm").prec.maths == "bf16"

@@ -269,12 +269,13 @@ class EngineProfile:
 
     def default_maths(self, a: Architecture, weights: str, hw: Accelerator) -> str:
         """The maths dtype its matmuls run in for these weights on hw when none is asked for:
-        compute.maths for the weights' dtype (a stored mix by its class: 16-bit as fp16, 8-bit
-        as int8, narrower as int4, as GGUF's quantised types are), where hw states a peak
-        for it; else bf16."""
+        compute.maths for the weights' dtype (a stored mix by the float dtype its checkpoint
+        names, fp8's, else by its class: 16-bit as fp16, 8-bit as int8, narrower as int4, as
+        GGUF's quantised types are), where hw states a peak for it; else bf16."""
         dtype = weight_dtype(weights)
         if dtype == "file":
-            dtype = {"w16": "fp16", "w8": "int8", "w4": "int4"}[stored_format(a, Precision(weights))]
+            stored = {"w16": "fp16", "w8": "int8", "w4": "int4"}[stored_format(a, Precision(weights))]
+            dtype = a.file_dtype or stored
         maths = self.maths.get(dtype, "bf16")
         return maths if hw.has_peak(maths) else "bf16"
 

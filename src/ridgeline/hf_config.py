@@ -250,8 +250,12 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
         **fields,
     )
     validate(arch, where)
-    mix = stored_mix(cfg.get("quantization_config"), arch, where)
-    return arch if mix is None else replace(arch, file_bytes_per_param=mix)
+    quant = cfg.get("quantization_config")
+    mix = stored_mix(quant, arch, where)
+    if mix is None:
+        return arch
+    fp8 = isinstance(quant, dict) and str(quant.get("quant_method", "")).lower() == "fp8"
+    return replace(arch, file_bytes_per_param=mix, file_dtype="fp8" if fp8 else "")
 
 
 def stored_mix(quant: Any, arch: Architecture, where: str) -> float | None:
