@@ -257,3 +257,22 @@ def test_the_apis_maths_is_estimates_without_maths_unless_given(client: TestClie
     assert auto["inputs"]["maths"] == "int8" and auto == json.loads(json.dumps(cli))
     chosen = client.get("/api/estimate", params=query | {"maths": "bf16"}).json()
     assert chosen["inputs"]["maths"] == "bf16" and chosen["ttft_s"] > 2 * auto["ttft_s"]
+
+
+def test_the_pages_auto_maths_is_the_engines_own(browser: Browser, engine_server: str) -> None:
+    """In the playground, maths `auto` is `estimate` without --maths: vLLM's fp8 weights on
+    an H100 run W8A8, so the prefill is the fp8 one; the bf16 pill prices them weight-only."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, base_url=engine_server)
+    page: Page = context.new_page()
+    page.goto("/#step-18")
+    expect(page.locator("body")).to_have_attribute("data-step", "18")
+    page.locator("#engine").select_option("vllm")
+    page.locator("#weight-pills label", has_text="fp8").click()
+    page.locator("#maths-pills label", has_text="auto").click()
+    auto = estimate_on(Deployment.build(weights="fp8", engine="vllm"), prompt=2000, output=500, batch=1)
+    expect(page.locator("#ttft")).to_have_text(ms(auto.ttft_s))
+    page.locator("#maths-pills label", has_text="bf16").click()
+    bf16 = estimate_on(Deployment.build(weights="fp8", maths="bf16", engine="vllm"), prompt=2000, output=500)
+    expect(page.locator("#ttft")).to_have_text(ms(bf16.ttft_s))
+    assert bf16.ttft_s > 1.5 * auto.ttft_s  # the fp8 peak is twice bf16's on an H100
+    context.close()
