@@ -172,3 +172,25 @@ def test_no_suggestion_of_int4_where_it_would_not_be_faster() -> None:
     assert "int4-g128" not in fp4.explain[-1]
     wide = estimate(**shape, weights="bf16")
     assert "int4-g128 weights would make each step" in wide.explain[-1]
+
+
+def test_an_engines_narrow_maths_is_said_and_how() -> None:
+    """Under an engine whose matmuls run in fewer than 16 bits, the explanation says so and
+    how: llama.cpp's 4-bit weights unpacked into int8 (its MMQ kernels), vLLM's fp8 W8A8.
+    bf16 maths, or no engine, say nothing of it."""
+    llama = estimate("llama-2-7b", "rtx-4090", weights="int4", engine="llamacpp")
+    said = [line for line in llama.explain if "multiplies in" in line]
+    assert said == [
+        "llama.cpp multiplies in int8 (its 4-bit weights unpacked into int8 on the tensor cores), at "
+        "rtx-4090's int8 peak: it speeds the compute-bound prefill, not the bytes decode reads; "
+        "--maths bf16 prices the matmuls in bf16."
+    ]
+    vllm = estimate("llama-3.1-8b", "h100-sxm", weights="fp8", engine="vllm")
+    assert any(
+        "vLLM multiplies in fp8 (weights and activations both in fp8)" in line for line in vllm.explain
+    )
+    for quiet in (
+        estimate("llama-3.1-8b", "h100-sxm", weights="fp8", maths="bf16", engine="vllm"),
+        estimate("llama-3.1-8b", "h100-sxm", weights="fp8", maths="fp8"),
+    ):
+        assert not any("multiplies in" in line for line in quiet.explain)

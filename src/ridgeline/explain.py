@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ridgeline.deployment import Deployment
+from ridgeline.engines import FORMAT_BITS, stored_format
 from ridgeline.memory import MemoryPlan, held_whole_bytes
-from ridgeline.precision import Precision
+from ridgeline.precision import BITS, Precision
 from ridgeline.request import Timeline
 from ridgeline.roofline import StepTime
 from ridgeline.step import decode_step
@@ -73,12 +74,30 @@ def explain(
         )
     if m.par.dp_attention:
         lines.append(_dp_attention(m, mem, batch, busiest_attention))
+    if m.engine is not None and BITS[m.prec.maths] < 16:
+        lines.append(_narrow_maths(m))
     if unmeasured and m.engine is not None:
         lines.append(
             f"{m.engine.label}'s profile keeps its priors for {', '.join(unmeasured)}: no published "
             "run in the corpus moved them, so its band, made of other runs, may be too narrow."
         )
     return lines
+
+
+def _narrow_maths(m: Deployment) -> str:
+    """How an engine multiplies in fewer than 16 bits: weights and activations both in that
+    dtype (W8A8, W4A4), or narrower weights unpacked into it (llama.cpp's int8 MMQ)."""
+    maths, label = m.prec.maths, m.engine.label if m.engine is not None else ""
+    bits = FORMAT_BITS[stored_format(m.arch, m.prec)]
+    how = (
+        f"weights and activations both in {maths}"
+        if bits == BITS[maths]
+        else f"its {bits:.0f}-bit weights unpacked into {maths} on the tensor cores"
+    )
+    return (
+        f"{label} multiplies in {maths} ({how}), at {m.hw.name}'s {maths} peak: it speeds the "
+        "compute-bound prefill, not the bytes decode reads; --maths bf16 prices the matmuls in bf16."
+    )
 
 
 def _dp_attention(m: Deployment, mem: MemoryPlan, batch: int, busiest: float) -> str:
