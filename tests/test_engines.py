@@ -922,6 +922,7 @@ def test_without_maths_an_engine_runs_its_own_kernels_dtype(capsys: pytest.Captu
     assert maths(*llama, "--weights", "fp16") == "fp16acc16"
     assert maths(*llama, "--weights", "bf16") == "bf16"
     assert maths(*llama, "--weights", "int4-g32", "--maths", "fp16acc16") == "fp16acc16"  # asked: as asked
+    assert maths(*llama, "--weights", "int4-g32", "--maths", "auto") == "int8"  # auto: as unasked
     # Metal states no int8 peak: the M2 Ultra runs the quantised weights at fp16's (= bf16's) rate
     assert (
         maths("--engine", "llamacpp", "--model", "llama-2-7b", "--gpu", "m2-ultra", "--weights", "int4")

@@ -75,8 +75,9 @@ class Deployment:
         """Resolve names into a deployment, with one clear error for each bad value.
 
         A calibration (from `ridgeline fit`) replaces the preset's efficiencies; explicit
-        compute_eff / bandwidth_eff still win over both. Without maths, the matmuls run in
-        the engine's dtype for these weights (EngineProfile.default_maths), else bf16."""
+        compute_eff / bandwidth_eff still win over both. Without maths (or with "auto"), the
+        matmuls run in the engine's dtype for these weights (EngineProfile.default_maths),
+        else bf16."""
         arch = model if isinstance(model, Architecture) else get_model(model)
         hw = (
             gpu
@@ -101,7 +102,7 @@ class Deployment:
             weights = "bf16" if arch.file_bytes_per_param is None else "file"
         if weights == "file" and arch.file_bytes_per_param is None:
             raise RidgelineError("--weights file needs a .gguf model; give a dtype such as bf16")
-        if maths is None:  # the engine's for these weights on this part, else bf16
+        if maths is None or maths == "auto":  # the engine's for these weights on this part, else bf16
             maths = "bf16" if engine is None else engine.default_maths(arch, weights, hw)
         prec = make_precision(weights, maths, kv_dtype)
         hw.peak(prec.maths)  # fail early when the accelerator lacks this maths dtype

@@ -76,7 +76,8 @@ class Shared:
     MATHS = option(
         None,
         "--maths",
-        help="Arithmetic dtype: bf16, fp8, int8, ... (default: the engine's for the weights, else bf16).",
+        help="Arithmetic dtype: bf16, fp8, int8, ... or auto (default): the engine's for the weights, "
+        "else bf16.",
     )
     KV_DTYPE = option("bf16", "--kv-dtype", help="KV-cache dtype: bf16, fp8 or int8.")
     TP = option(1, "--tp", help="Tensor-parallel GPUs (per replica).")

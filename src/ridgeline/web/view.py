@@ -124,7 +124,7 @@ def machine(s: State) -> Deployment:
         check_model(s.model),
         s.gpu,
         weights=s.weights,
-        maths=None if s.maths == AUTO_MATHS else s.maths,
+        maths=s.maths,  # AUTO_MATHS: the engine's own, as the CLI's default
         tp=s.tp,
         preset=s.preset,
         engine=check_engine(s.engine),
