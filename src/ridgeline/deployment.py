@@ -21,7 +21,7 @@ from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.hardware import Accelerator, get_accelerator
 from ridgeline.models import get_model
 from ridgeline.parallel import Parallel, make_parallel
-from ridgeline.precision import Precision, make_precision
+from ridgeline.precision import AUTO_MATHS, Precision, make_precision
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # engine profiles and calibrations load when a deployment names one
@@ -102,7 +102,7 @@ class Deployment:
             weights = "bf16" if arch.file_bytes_per_param is None else "file"
         if weights == "file" and arch.file_bytes_per_param is None:
             raise RidgelineError("--weights file needs a .gguf model; give a dtype such as bf16")
-        if maths is None or maths == "auto":  # the engine's for these weights on this part, else bf16
+        if maths is None or maths == AUTO_MATHS:  # the engine's for these weights on this part, else bf16
             maths = "bf16" if engine is None else engine.default_maths(arch, weights, hw)
         prec = make_precision(weights, maths, kv_dtype)
         hw.peak(prec.maths)  # fail early when the accelerator lacks this maths dtype

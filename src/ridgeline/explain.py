@@ -75,7 +75,7 @@ def explain(
     if m.par.dp_attention:
         lines.append(_dp_attention(m, mem, batch, busiest_attention))
     if m.engine is not None and BITS[m.prec.maths] < 16:
-        lines.append(_narrow_maths(m))
+        lines.append(_narrow_maths(m, m.engine.label))
     if unmeasured and m.engine is not None:
         lines.append(
             f"{m.engine.label}'s profile keeps its priors for {', '.join(unmeasured)}: no published "
@@ -84,10 +84,10 @@ def explain(
     return lines
 
 
-def _narrow_maths(m: Deployment) -> str:
+def _narrow_maths(m: Deployment, label: str) -> str:
     """How an engine multiplies in fewer than 16 bits: weights and activations both in that
     dtype (W8A8, W4A4), or narrower weights unpacked into it (llama.cpp's int8 MMQ)."""
-    maths, label = m.prec.maths, m.engine.label if m.engine is not None else ""
+    maths = m.prec.maths
     bits = FORMAT_BITS[stored_format(m.arch, m.prec)]
     how = (
         f"weights and activations both in {maths}"

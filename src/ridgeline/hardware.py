@@ -98,17 +98,21 @@ class Accelerator:
             return "amd"
         return "cpu" if self.name == "host" else "nvidia"
 
+    def _peak_dtype(self, maths: str) -> str | None:
+        """The stated dtype whose peak this maths dtype runs at: its own, else a same-rate one."""
+        return next((d for d in (maths, *FALLBACK.get(maths, ())) if d in self.peak_flops), None)
+
     def peak(self, maths: str) -> float:
         """Dense peak FLOP/s for a maths dtype (fp16 falls back to bf16 and back)."""
-        for dtype in (maths, *FALLBACK.get(maths, ())):
-            if dtype in self.peak_flops:
-                return self.peak_flops[dtype]
+        dtype = self._peak_dtype(maths)
+        if dtype is not None:
+            return self.peak_flops[dtype]
         have = ", ".join(sorted(self.peak_flops))
         raise RidgelineError(f"{self.name} has no {maths} peak (it has {have}); choose --maths from those")
 
     def has_peak(self, maths: str) -> bool:
         """Whether it states a peak for this maths dtype (or for one that runs at its rate)."""
-        return any(d in self.peak_flops for d in (maths, *FALLBACK.get(maths, ())))
+        return self._peak_dtype(maths) is not None
 
     def achievable(self, maths: str) -> float:
         """The share of `maths`'s peak a large matmul sustains: its own measurement, else the

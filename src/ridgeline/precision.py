@@ -48,6 +48,22 @@ class Precision:
 
 
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")  # what weights are stored in
+AUTO_MATHS = "auto"  # maths asked as none: the engine's for the weights, else bf16 (Deployment.build)
+
+
+@lru_cache(maxsize=64)
+def _weights_spec(weights: str) -> tuple[str, int | None]:
+    """A weights spec's dtype and group size (None: no group scales), or one clear line."""
+    match = re.match(_WEIGHTS, weights.lower())
+    if not match or match["dtype"] not in BITS:
+        raise RidgelineError(
+            f"unknown weight dtype '{weights}': use one of {', '.join(BITS)}, "
+            "optionally with a group size such as int4-g128"
+        )
+    group = None if match["group"] is None else int(match["group"])
+    if group is not None and group <= 0:
+        raise RidgelineError(f"group size in '{weights}' must be positive, e.g. int4-g128")
+    return match["dtype"], group
 
 
 @lru_cache(maxsize=64)
@@ -56,28 +72,14 @@ def weight_bits(weights: str) -> float:
     mix (a GGUF file knows it); it has no fixed width here."""
     if weights == "file":
         return float("nan")
-    match = re.match(_WEIGHTS, weights.lower())
-    if not match or match["dtype"] not in BITS:
-        raise RidgelineError(
-            f"unknown weight dtype '{weights}': use one of {', '.join(BITS)}, "
-            "optionally with a group size such as int4-g128"
-        )
-    bits = BITS[match["dtype"]]
-    if match["group"] is None:
-        return bits
-    group = int(match["group"])
-    if group <= 0:
-        raise RidgelineError(f"group size in '{weights}' must be positive, e.g. int4-g128")
-    return bits + SCALE_BITS / group
+    dtype, group = _weights_spec(weights)
+    return BITS[dtype] + (SCALE_BITS / group if group else 0.0)
 
 
 def weight_dtype(weights: str) -> str:
     """The dtype a weights spec stores in, its group size dropped (`int4-g128`: int4);
     `file` stays `file`."""
-    if weights == "file":
-        return weights
-    weight_bits(weights)  # one clear line for a bad spec
-    return re.match(_WEIGHTS, weights.lower())["dtype"]  # type: ignore[index]
+    return weights if weights == "file" else _weights_spec(weights)[0]
 
 
 def attention_maths(maths: str, kv: str) -> str:

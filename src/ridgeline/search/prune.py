@@ -48,9 +48,9 @@ from ridgeline.engines import FORMAT_BITS, EngineProfile, get_engine, stored_for
 from ridgeline.errors import RidgelineError
 from ridgeline.hardware import Accelerator, get_accelerator
 from ridgeline.ledger import Pass
-from ridgeline.precision import BITS, make_precision
+from ridgeline.precision import AUTO_MATHS, BITS, make_precision
 from ridgeline.request import decode_time_s
-from ridgeline.search.space import AUTO_MATHS, AUTO_RUNGS, MAX_REPLICAS, Point, Shape, Space
+from ridgeline.search.space import AUTO_RUNGS, MAX_REPLICAS, Point, Shape, Space
 from ridgeline.simulate.engine import EngineConfig, replica_limits
 from ridgeline.simulate.kvcache import KvCache, blocks_for, kv_cache, request_blocks
 from ridgeline.simulate.scheduler import whole_prefill_tokens
@@ -274,8 +274,7 @@ def build(
 ) -> Deployment:
     """The shape's deployment, or a RidgelineError saying why it is no configuration."""
     profiles[shape.engine].check_runs_on(gpus[shape.gpu])  # an engine's `runs_on` vendors
-    auto = shape.maths == AUTO_MATHS  # the engine's own: the deployment works it out
-    bits = 16.0 if auto else BITS[shape.maths]
+    bits = 16.0 if shape.maths == AUTO_MATHS else BITS[shape.maths]  # auto: the engine's own
     if bits < 16 and stored_width(arch, shape.weights) != bits:
         what = "the stored mix of" if shape.weights == "file" else f"{shape.weights}"
         raise RidgelineError(
@@ -283,7 +282,7 @@ def build(
             f"of that width (W8A8); wider or narrower weights compute in bf16"
         )
     return Deployment.build(
-        arch, gpus[shape.gpu], weights=shape.weights, maths=None if auto else shape.maths,
+        arch, gpus[shape.gpu], weights=shape.weights, maths=shape.maths,
         kv_dtype=shape.kv_dtype, tp=shape.tp, pp=shape.pp, ep=shape.ep, dp_attention=shape.dp_attention,
         engine=profiles[shape.engine],
     )  # fmt: skip

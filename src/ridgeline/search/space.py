@@ -35,7 +35,7 @@ from ridgeline.checks import MAX_TOKENS, check_size, one_line
 from ridgeline.engines import engines, get_engine
 from ridgeline.errors import RidgelineError
 from ridgeline.hardware import catalogue, get_accelerator
-from ridgeline.precision import KV_DTYPES, MATHS_DTYPES, weight_bits
+from ridgeline.precision import AUTO_MATHS, KV_DTYPES, MATHS_DTYPES, weight_bits
 
 MAX_VALUES = 64  # values on one axis
 MAX_POINTS = 1_000_000  # points in a space (each auto replica count a point)
@@ -44,7 +44,6 @@ MAX_REPLICAS = 1000  # simulate.run.MAX_REPLICAS
 MAX_SEQS = 1_000_000
 AUTO_RUNGS = (1.0, 1.25, 1.5, 2.0)  # --replicas auto: the fewest the best case allows, times these
 ENGINE_OWN = "engine"  # in a knob's list: the engine profile's own value
-AUTO_MATHS = "auto"  # the maths axis's: what each engine's kernels run for the weights (estimate's default)
 
 DEFAULTS: dict[str, tuple[Any, ...]] = {
     "tp": (1, 2, 4, 8),

@@ -26,9 +26,9 @@ from starlette.exceptions import HTTPException
 from ridgeline._files import dumps
 from ridgeline.checks import check_number, one_line
 from ridgeline.errors import RidgelineError
+from ridgeline.precision import AUTO_MATHS
 from ridgeline.web import film, hosts, lesson
 from ridgeline.web.view import (
-    AUTO_MATHS,
     MAX_BATCH,
     MAX_TOKENS,
     MAX_TP,

@@ -40,9 +40,6 @@ NO_ENGINE = "none"
 TRAINING_TOKENS_PER_STEP = 16_384
 
 
-AUTO_MATHS = "auto"  # the maths `estimate` runs without --maths: the engine's for the weights, else bf16
-
-
 @dataclass(frozen=True)
 class State:
     """What the playground's controls set: the inputs of `ridgeline estimate`."""
@@ -124,7 +121,7 @@ def machine(s: State) -> Deployment:
         check_model(s.model),
         s.gpu,
         weights=s.weights,
-        maths=s.maths,  # AUTO_MATHS: the engine's own, as the CLI's default
+        maths=s.maths,
         tp=s.tp,
         preset=s.preset,
         engine=check_engine(s.engine),
