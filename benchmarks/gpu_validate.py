@@ -45,7 +45,7 @@ from ridgeline.architecture import Architecture
 from ridgeline.deployment import Deployment
 from ridgeline.engines import small_m_rate
 from ridgeline.errors import RidgelineError
-from ridgeline.hardware import get_accelerator
+from ridgeline.hardware import builtin_catalogue, get_accelerator, resolve_name
 from ridgeline.models import get_model
 from ridgeline.step import decode_step, prefill_step
 
@@ -75,32 +75,6 @@ FULL_DECODE = (
     (64, 2048),
     (128, 2048),
     (256, 2048),
-)
-# The card's name as PyTorch reports it, to the catalogue entry predicted with (first match).
-CATALOGUE_NAMES = (  # first match wins: a name before any it contains ("gh200" before "h200")
-    ("gh200 144g", "gh200-144gb"),
-    ("gh200", "gh200"),
-    ("h200", "h200"),
-    ("h100 nvl", "h100-nvl"),
-    ("h100 pcie", "h100-pcie"),
-    ("h100", "h100-sxm"),
-    ("gb200", "gb200"),
-    ("b200", "b200"),
-    ("a100-sxm4-40gb", "a100-40gb"),
-    ("a100 80gb pcie", "a100-80gb-pcie"),
-    ("a100", "a100-80gb-sxm"),
-    ("l40s", "l40s"),
-    ("l40", "l40"),
-    ("l4", "l4"),
-    ("a40", "a40"),
-    ("rtx a6000", "rtx-a6000"),
-    ("rtx 6000 ada", "rtx-6000-ada"),
-    ("v100", "v100"),
-    ("tesla t4", "t4"),
-    ("a10g", "a10g"),
-    ("4090", "rtx-4090"),
-    ("5090", "rtx-5090"),
-    ("3090", "rtx-3090"),
 )
 DRY_PREFILL = (16, 48)
 DRY_DECODE = ((1, 16), (2, 40))
@@ -298,8 +272,9 @@ def gqa_backends(model: Llama) -> list[str]:
 
 
 def catalogue_name(device_name: str) -> str | None:
-    lowered = device_name.lower()
-    return next((entry for key, entry in CATALOGUE_NAMES if key in lowered), None)
+    """The catalogue entry for the card's name as PyTorch reports it (nvidia-smi's), the way
+    --gpu reads it: "NVIDIA H100 80GB HBM3" is h100-sxm."""
+    return resolve_name(device_name, builtin_catalogue())
 
 
 def time_prefill(model: Llama, n: int, repeats: int, graphs: bool) -> tuple[float, float | None]:

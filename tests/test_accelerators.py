@@ -11,7 +11,7 @@ from conftest import run_cli
 from ridgeline import estimate
 from ridgeline.deployment import Deployment
 from ridgeline.engines import builtin_engines
-from ridgeline.hardware import builtin_catalogue
+from ridgeline.hardware import builtin_catalogue, get_accelerator, gpu_key
 from ridgeline.step import decode_step
 
 GIB = 2**30
@@ -160,3 +160,63 @@ def test_a_users_rented_mac_joins_the_default_space(tmp_path) -> None:  # type: 
     proc = run_cli("gpus", "--gpu-file", str(mac))
     assert proc.returncode == 2
     assert "rented-mac rented" in proc.stderr and "must be true or false" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "spelled, part",
+    [
+        ("H100", "h100-sxm"),  # what a benchmark means by an H100: the SXM part
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),  # nvidia-smi's name for it
+        ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb-sxm"),
+        ("NVIDIA A100 80GB PCIe", "a100-80gb-pcie"),
+        ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+        ("4090", "rtx-4090"),
+        ("NVIDIA RTX 6000 Ada Generation", "rtx-6000-ada"),
+        ("Tesla T4", "t4"),
+        ("AMD Instinct MI300X", "mi300x"),
+        ("Apple M2 Ultra", "m2-ultra"),
+        ("h100_sxm", "h100-sxm"),
+    ],
+)
+def test_a_gpu_answers_to_the_names_people_and_drivers_give_it(spelled: str, part: str) -> None:
+    """--gpu takes the catalogue's name, an alias it lists, or the name the driver prints:
+    case, spaces and underscores aside, and the vendor's words left out."""
+    assert get_accelerator(spelled) is builtin_catalogue()[part]
+    assert estimate(gpu=spelled).inputs["gpu"] == part
+
+
+def test_no_two_parts_share_a_name_and_an_unknown_one_is_one_line() -> None:
+    """Every name and alias in the catalogue reads as one part only; a name none has is the
+    catalogue's one line, with close names."""
+    owner: dict[str, str] = {}
+    for name, acc in builtin_catalogue().items():
+        for spelled in (name, *acc.aliases):
+            key = gpu_key(spelled)
+            assert owner.setdefault(key, name) == name, f"{spelled!r} names {owner[key]} and {name}"
+    proc = run_cli("estimate", "--gpu", "NVIDIA H9000")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "unknown GPU 'NVIDIA H9000'" in proc.stderr and "h100-sxm" in proc.stderr
+
+
+def test_a_users_part_takes_aliases_and_wins_a_shared_one(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A user's file lists aliases as the catalogue does, and where one is also a built-in
+    part's, the user's part is the one named, as a user's entry wins over the catalogue's;
+    the search resolves the same names, once each."""
+    from ridgeline.models import get_model
+    from ridgeline.search.space import make_space
+
+    mine = tmp_path / "gpus.toml"
+    mine.write_text(
+        '[lab-h100]\naliases = ["h100", "Lab Box"]\npeak_flops = { bf16 = 700e12 }\n'
+        "bandwidth_bytes_per_s = 3e12\nmemory_bytes = 80e9\nprice_per_hour_usd = 2.0\n"
+    )
+    assert get_accelerator("h100", str(mine)).name == "lab-h100"
+    assert get_accelerator("LAB_BOX", str(mine)).name == "lab-h100"
+    assert get_accelerator("H100 SXM", str(mine)).name == "h100-sxm"  # its own name beats an alias
+    names = "Lab Box,lab-h100,NVIDIA H100 80GB HBM3"
+    space = make_space({"gpu": names}, None, get_model("llama-3.2-1b"), str(mine))
+    assert space.gpu == ("lab-h100", "h100-sxm")
+    mine.write_text(mine.read_text().replace('aliases = ["h100", "Lab Box"]', 'aliases = "h100"'))
+    proc = run_cli("gpus", "--gpu-file", str(mine))
+    assert proc.returncode == 2 and "aliases must be a list" in proc.stderr

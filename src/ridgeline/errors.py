@@ -25,11 +25,15 @@ class Stopped(Exception):
         self.status = status
 
 
-def unknown_name(kind: str, name: str, known: Iterable[str], listing: str) -> RidgelineError:
-    """An unknown catalogue name, with the closest known names suggested."""
+def unknown_name(
+    kind: str, name: str, known: Iterable[str], listing: str, compared: str | None = None
+) -> RidgelineError:
+    """An unknown catalogue name, with the closest known names suggested (to `compared`, the
+    name as the catalogue reads it, where that is not the name in lower case)."""
     import difflib
 
     names = sorted(known)
-    close = difflib.get_close_matches(str(name).lower()[:200], names, n=3, cutoff=0.4)
+    compared = str(name).lower() if compared is None else compared
+    close = difflib.get_close_matches(compared[:200], names, n=3, cutoff=0.4)
     hint = f"did you mean {', '.join(close)}? " if close else ""
     return RidgelineError(f"unknown {kind} {name!r}: {hint}`{listing}` lists them")

@@ -10,6 +10,7 @@ files and folders); a file found is parsed again whenever it changes (size or mt
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 
@@ -36,6 +37,10 @@ FALLBACK = {"fp16": ("bf16",), "bf16": ("fp16",), "fp16acc16": ("fp16", "bf16")}
 SHARE_FALLBACK = {"fp4": ("fp8",), "int8": ("fp8",)}
 REFERENCE_MMA_ROWS = 64  # a tensor-core tile's rows where none is stated (Hopper's wgmma)
 MAX_MMA_ROWS = 1024
+# words of a vendor's or product line's that a GPU's name may carry and --gpu ignores
+# ("NVIDIA GeForce RTX 4090", "Tesla T4", "AMD Instinct MI300X", "Apple M2 Ultra")
+VENDOR_WORDS = frozenset({"nvidia", "geforce", "tesla", "amd", "instinct", "apple"})
+MAX_ALIASES = 32
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,9 @@ class Accelerator:
     # a purchase spread over hours (Apple's Macs), which `search` does not set beside rentals
     # unless the part is named.
     rented: bool = True
+    # Other names it answers to on --gpu: the short name people use ("h100" for the SXM part)
+    # and what nvidia-smi or rocm-smi prints where that differs ("NVIDIA A100-SXM4-80GB").
+    aliases: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -161,6 +169,7 @@ def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
                 f"{name} host_overhead in {where}", entry.get("host_overhead", 1.0), lo=0.1, hi=100.0
             ),
             rented=check_flag(f"{name} rented in {where}", entry.get("rented", True)),
+            aliases=_aliases(name, entry.get("aliases", []), where),
         )
     except KeyError as exc:
         raise RidgelineError(
@@ -186,6 +195,49 @@ def _shares(name: str, table: Any, where: str) -> dict[str, float]:
         if isinstance(v, bool):
             raise RidgelineError(f"{name} matmul_share.{k} must be a share in (0, 1], got {v}")
     return {str(k): _figure(f"{name} matmul_share.{k}", v, where) for k, v in table.items()}
+
+
+def _aliases(name: str, value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or len(value) > MAX_ALIASES:
+        raise RidgelineError(
+            f"accelerator {name!r} in {where}: aliases must be a list of at most {MAX_ALIASES} names, "
+            'such as ["h100"]'
+        )
+    out = []
+    for alias in value:
+        if not isinstance(alias, str) or not gpu_key(alias) or len(alias) > 100:
+            raise RidgelineError(
+                f"accelerator {name!r} in {where}: an alias must be a name, got {alias!r:.60}"
+            )
+        out.append(alias.lower())
+    return tuple(out)
+
+
+def gpu_key(name: str) -> str:
+    """A GPU's name as --gpu compares it: lower case, its words joined by hyphens, a vendor's
+    or product line's words left out, so that "NVIDIA GeForce RTX 4090" is rtx-4090 and
+    "NVIDIA A100-SXM4-80GB" is a100-sxm4-80gb."""
+    words = re.split(r"[^a-z0-9.+]+", str(name).lower()[:200])
+    return "-".join(w for w in words if w and w not in VENDOR_WORDS)
+
+
+def resolve_name(name: str, gpus: dict[str, Accelerator]) -> str | None:
+    """The catalogue's name for `name`: itself (in any case), else the part whose name, then
+    whose alias, reads the same under gpu_key (of two aliases, the later entry's: a user's
+    file wins over the catalogue)."""
+    key = str(name).lower()
+    if key in gpus:
+        return key
+    wanted = gpu_key(key)
+    named = [n for n in gpus if gpu_key(n) == wanted]
+    aliased = [n for n, acc in gpus.items() if wanted in map(gpu_key, acc.aliases)]
+    found = named or aliased
+    return found[-1] if found else None
+
+
+def unknown_gpu(name: str, gpus: dict[str, Accelerator]) -> RidgelineError:
+    """A --gpu value no part answers to: one line, with the closest names."""
+    return unknown_name("GPU", name, gpus, "ridgeline gpus", compared=gpu_key(name))
 
 
 def _figure(field: str, value: Any, where: str) -> float:
@@ -288,9 +340,9 @@ def get_accelerator(
 ) -> Accelerator:
     """One accelerator by name, with optional one-off overrides in TFLOP/s, TB/s and GB."""
     gpus = catalogue(gpu_file)
-    key = str(name).lower()
-    if key not in gpus:
-        raise unknown_name("GPU", name, gpus, "ridgeline gpus")
+    key = resolve_name(name, gpus)
+    if key is None:
+        raise unknown_gpu(name, gpus)
     acc = gpus[key]
     changes: dict[str, Any] = {}
     if peak_tflops is not None:

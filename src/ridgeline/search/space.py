@@ -34,7 +34,7 @@ from ridgeline.architecture import Architecture
 from ridgeline.checks import MAX_TOKENS, check_size, one_line
 from ridgeline.engines import engines, get_engine
 from ridgeline.errors import RidgelineError
-from ridgeline.hardware import catalogue, get_accelerator
+from ridgeline.hardware import catalogue, resolve_name, unknown_gpu
 from ridgeline.precision import AUTO_MATHS, KV_DTYPES, MATHS_DTYPES, weight_bits
 
 MAX_VALUES = 64  # values on one axis
@@ -303,10 +303,12 @@ def axis(name: str, raw: list[Any], where: str, known_gpus: dict[str, Any]) -> t
 
 
 def get_accelerator_name(name: str, known: dict[str, Any]) -> str:
-    if name.lower() in known:
-        return name.lower()
-    get_accelerator(name)  # raises the catalogue's one line, with close names
-    return name.lower()
+    """The catalogue's name for a --gpu value (an alias or nvidia-smi's name resolves to it),
+    or the catalogue's one line, with close names."""
+    key = resolve_name(str(name), known)
+    if key is None:
+        raise unknown_gpu(str(name), known)
+    return key
 
 
 SPACE_KEYS = tuple(FLAGS)
