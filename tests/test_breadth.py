@@ -465,6 +465,37 @@ def test_a_listed_repository_id_is_its_catalogue_model_unless_the_cache_has_it(
 
 
 @pytest.mark.parametrize(
+    "typed, name",
+    [
+        ("Llama-3.1-8B-Instruct", "llama-3.1-8b"),  # meta-llama/Llama-3.1-8B-Instruct's name part
+        ("Meta-Llama-3-8B-Instruct", "llama-3-8b"),
+        ("gemma-3-12b-it", "gemma-3-12b"),
+        ("Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),
+        ("Llama 3.3 70B", "llama-3.3-70b"),  # spaces and underscores as hyphens
+        ("qwen3_8b", "qwen3-8b"),
+    ],
+)
+def test_a_listed_repositorys_name_without_its_organisation_is_its_model(typed: str, name: str) -> None:
+    """What people type from a model card's title resolves as its repository id does, with
+    no download; a name no repository or model has is still one line."""
+    assert get_model(typed) is get_model(name)
+    assert estimate(typed, "h100-sxm").inputs["model"] == name
+
+
+def test_no_two_listed_repositories_name_parts_mean_different_models() -> None:
+    """A repository's name part resolves only where it names one model: every name part in
+    models/aliases.toml that two repositories share names the same model in both."""
+    from ridgeline.models import catalogue_aliases, model_key
+
+    seen: dict[str, str] = {}
+    for repo, name in catalogue_aliases().items():
+        part = model_key(repo.split("/", 1)[1])
+        assert seen.setdefault(part, name) == name, f"{part} names {seen[part]} and {name}"
+    with pytest.raises(RidgelineError, match="unknown model 'Llama-9-8B-Instruct'"):
+        get_model("Llama-9-8B-Instruct")
+
+
+@pytest.mark.parametrize(
     "name, total, active",
     [
         ("llama-3-8b", 8.03e9, None),  # the model cards' counts

@@ -1,10 +1,12 @@
 """Find a model by what the user typed: a catalogue name, a config.json, a .gguf file,
 or a Hugging Face repository id (from the local cache; else the catalogue entry of a
-repository it lists, models/aliases.toml; else fetched when online)."""
+repository it lists, models/aliases.toml; else fetched when online), or a listed
+repository's name without its organisation ("Llama-3.1-8B-Instruct")."""
 
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 
 from ridgeline import _files
@@ -105,4 +107,29 @@ def _resolve(spec: str) -> Architecture:
             return catalogue_model(alias)  # the repository's model, without a download
         config = _hf_config(spec)
         return architecture_from_config(_files.read_user_file(config), spec.split("/")[1], str(config))
-    raise unknown_name("model", spec, catalogue_names(), "ridgeline models")
+    named = _by_name().get(model_key(spec))
+    if named is not None:
+        return catalogue_model(named)
+    raise unknown_name("model", spec, catalogue_names(), "ridgeline models", compared=model_key(spec))
+
+
+def model_key(spec: str) -> str:
+    """A model's name as --model compares it: lower case, spaces and underscores as hyphens
+    ("Llama 3.3 70B" is llama-3.3-70b)."""
+    return "-".join(re.split(r"[\s_]+", str(spec).strip().lower()[:200]))
+
+
+@lru_cache(maxsize=1)
+def _by_name() -> dict[str, str]:
+    """Catalogue models by name, and by the name part of each Hugging Face repository that
+    names one ("Llama-3.1-8B-Instruct", "gemma-3-12b-it"), where no two repositories' name
+    parts name different models."""
+    out: dict[str, str] = {}
+    clashes = set()
+    for repo, name in catalogue_aliases().items():
+        part = model_key(repo.split("/", 1)[1])
+        if out.setdefault(part, name) != name:
+            clashes.add(part)
+    for part in clashes:
+        del out[part]
+    return {**out, **{n: n for n in catalogue_names()}}
