@@ -220,3 +220,38 @@ def test_a_users_part_takes_aliases_and_wins_a_shared_one(tmp_path) -> None:  # 
     mine.write_text(mine.read_text().replace('aliases = ["h100", "Lab Box"]', 'aliases = "h100"'))
     proc = run_cli("gpus", "--gpu-file", str(mine))
     assert proc.returncode == 2 and "aliases must be a list" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "gpu, units, clock_hz",
+    [
+        ("h100-sxm", 132, 1.98e9),  # the Hopper whitepaper's SXM5: 132 SMs, 1,980 MHz boost
+        ("a100-80gb-sxm", 108, 1.41e9),  # the A100 whitepaper: 108 SMs, 1,410 MHz
+        ("rtx-4090", 128, 2.52e9),  # the Ada whitepaper: 128 SMs, 2,520 MHz
+        ("mi300x", 304, 2.1e9),  # the CDNA 3 whitepaper: 304 compute units, 2,100 MHz
+    ],
+)
+def test_the_catalogue_states_each_parts_cores_and_clock(gpu: str, units: int, clock_hz: float) -> None:
+    part = builtin_catalogue()[gpu]
+    assert (part.units, part.clock_hz) == (units, clock_hz)
+    assert part.unit_cycles_per_s == pytest.approx(units * clock_hz)
+    assert part.dies == 1
+
+
+@pytest.mark.parametrize("gpu", APPLE)
+def test_an_apple_gpus_clock_is_the_one_its_fp32_peak_implies(gpu: str) -> None:
+    """Apple states TFLOPS, not clocks: 128 FP32 lanes a GPU core, two FLOPs a lane a clock,
+    so the clock is the peak over 256 a core, to the MHz; the two Ultras span two dies."""
+    part = builtin_catalogue()[gpu]
+    assert part.clock_hz == pytest.approx(part.peak_flops["fp32"] / (256 * part.units), rel=2e-3)
+    assert part.dies == (2 if gpu.endswith("ultra") else 1)
+
+
+def test_a_parts_cores_and_dies_are_whole_numbers(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    mine = tmp_path / "gpus.toml"
+    base = "[lab]\npeak_flops = { bf16 = 312e12 }\nbandwidth_bytes_per_s = 2e12\nmemory_bytes = 80e9\n"
+    wrong = (("units = 1.5", "lab units"), ("dies = 0", "lab dies"), ("clock_hz = -1", "lab clock_hz"))
+    for bad, says in wrong:
+        mine.write_text(base + bad + "\n")
+        proc = run_cli("gpus", "--gpu-file", str(mine))
+        assert proc.returncode == 2 and says in proc.stderr and proc.stderr.count("\n") == 1

@@ -41,6 +41,7 @@ MAX_MMA_ROWS = 1024
 # ("NVIDIA GeForce RTX 4090", "Tesla T4", "AMD Instinct MI300X", "Apple M2 Ultra")
 VENDOR_WORDS = frozenset({"nvidia", "geforce", "tesla", "amd", "instinct", "apple"})
 MAX_ALIASES = 32
+MAX_UNITS = 100_000  # GPU cores: an MI355X has 256, a B200 148
 
 
 @dataclass(frozen=True)
@@ -79,10 +80,26 @@ class Accelerator:
     # a purchase spread over hours (Apple's Macs), which `search` does not set beside rentals
     # unless the part is named.
     rented: bool = True
+    # Its GPU cores (NVIDIA's SMs, AMD's compute units, Apple's GPU cores) and their boost
+    # clock: how many cycles a second its cores issue loads in. A kernel that keeps a few bytes
+    # in flight a core (a matrix-vector product with a warp a row) streams at most units x
+    # clock x its bytes a cycle, which on an HBM part can sit below the bandwidth (an engine
+    # profile's memory.stream). 0: not stated, no such bound.
+    units: int = 0
+    clock_hz: float = 0.0
+    # The dies one device spans where each kernel ends only when every die's cores have, over
+    # the bridge between them (Apple's Ultras: two Max dies joined by UltraFusion): an engine's
+    # per-step launch and synchronisation costs are paid that many times. 1 unless stated.
+    dies: int = 1
     # Other names it answers to on --gpu: the short name people use ("h100" for the SXM part)
     # and what nvidia-smi or rocm-smi prints where that differs ("NVIDIA A100-SXM4-80GB").
     aliases: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def unit_cycles_per_s(self) -> float:
+        """Its cores' cycles a second, all of them together (0 where the catalogue states neither)."""
+        return self.units * self.clock_hz
 
     @property
     def link_kind(self) -> str:
@@ -170,6 +187,9 @@ def _from_entry(name: str, entry: dict[str, Any], where: str) -> Accelerator:
             ),
             rented=check_flag(f"{name} rented in {where}", entry.get("rented", True)),
             aliases=_aliases(name, entry.get("aliases", []), where),
+            units=check_size(f"{name} units in {where}", entry.get("units", 0), minimum=0, maximum=MAX_UNITS),
+            clock_hz=check_number(f"{name} clock_hz in {where}", entry.get("clock_hz", 0.0), lo=0.0, hi=1e10),
+            dies=check_size(f"{name} dies in {where}", entry.get("dies", 1), maximum=16),
         )
     except KeyError as exc:
         raise RidgelineError(
