@@ -110,21 +110,24 @@ def test_only_llamacpp_runs_on_apple() -> None:
 
 
 # llama.cpp discussion 4167 (Apple Silicon, llama-bench, Metal, -ngl 99): LLaMA 2 7B in Q4_0,
-# tg128 tokens a second. No corpus row is an Apple part: these are held out.
+# tg128 and pp512 tokens a second. The corpus's Apple rows (X51-X70) are other chips' and
+# other models': these are held out.
 TG128_Q4_0 = {"m2-ultra": 94.27, "m4-max": 83.06, "m3-ultra": 92.14}
+PP512_Q4_0 = {"m2-ultra": 1238, "m4-max": 886, "m3-ultra": 1471}
 
 
 @pytest.mark.parametrize("gpu", sorted(TG128_Q4_0))
-def test_llamacpp_decode_on_apple_follows_the_memory_bandwidth(gpu: str) -> None:
-    """Batch-1 decode of a 3.56 GiB Q4_0 model reads its weights at every token, so its
-    speed follows each part's bandwidth; the profile, fitted on NVIDIA cards alone, carries
-    to Metal within a quarter (the two-die Ultras read about a fifth fast: their GPU reaches
-    less of the package's bandwidth)."""
-    e = estimate(
-        model="llama-2-7b", gpu=gpu, engine="llamacpp", weights="int4-g32", maths="fp16", prompt=1, output=128
-    )
+def test_llamacpp_on_apple_reads_the_held_out_table(gpu: str) -> None:
+    """Batch-1 decode of a 3.56 GiB Q4_0 model reads its weights at every token, within what
+    Metal's cores keep in flight, and each kernel of a two-die Ultra ends only when both dies
+    have: within 15% (the profile fitted on NVIDIA cards alone read +18%, -7% and +23%). Its
+    prompts multiply at Metal's own share of the FP16 rate: within 20% (26-35% slow before)."""
+    shape = {"model": "llama-2-7b", "gpu": gpu, "engine": "llamacpp", "weights": "int4-g32"}
+    e = estimate(**shape, maths="fp16", prompt=1, output=128)
     assert e.decode.bound == "memory"
-    assert 1.0 / e.tpot_s == pytest.approx(TG128_Q4_0[gpu], rel=0.25)
+    assert 1.0 / e.tpot_s == pytest.approx(TG128_Q4_0[gpu], rel=0.15)
+    prompt = estimate(**shape, prompt=512, output=1)
+    assert 512 / prompt.prefill.time_s == pytest.approx(PP512_Q4_0[gpu], rel=0.2)
 
 
 def test_search_takes_apple_parts_only_when_named() -> None:

@@ -987,3 +987,55 @@ def test_a_checkpoints_stored_fp8_runs_in_fp8_where_the_engine_would() -> None:
     assert Deployment.build(deepseek, "a100-80gb-sxm", tp=8, engine="vllm").prec.maths == "bf16"
     assert Deployment.build(deepseek, "h200", tp=8).prec.maths == "bf16"  # no engine: the lesson's
     assert Deployment.build("gpt-oss-120b", "h200", engine="vllm").prec.maths == "bf16"
+
+
+def test_a_matrix_vector_kernel_streams_no_more_than_its_cores_keep_in_flight(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A profile with stream w16 = 5 bytes a GPU core a clock: on an A100 SXM (108 SMs at
+    1,410 MHz, 2.04 TB/s: the whitepaper and data sheet) a decode step reads its bf16
+    weights at 108 x 1.41e9 x 5 = 761 GB/s, the cores' bound, not the bandwidth; on an RTX
+    4090 (128 SMs at 2,520 MHz: 1,613 GB/s, above its 1,008 GB/s) at the bandwidth."""
+    path = write_profile(tmp_path, PERFECT.replace("kv = 1.0 }", "kv = 1.0, stream = { w16 = 5.0 } }"))
+    weights = (PARAMS_8B - EMBEDDING_8B) * 2
+    shape = ("--model", "llama-3.1-8b", "--engine", path)
+    a100 = run_json(capsys, "estimate", *shape, "--gpu", "a100-80gb-sxm")
+    assert a100["decode"]["weight_s"] == pytest.approx(weights / (108 * 1.41e9 * 5.0), rel=1e-9)
+    rtx = run_json(capsys, "estimate", *shape, "--gpu", "rtx-4090")
+    assert rtx["decode"]["weight_s"] == pytest.approx(weights / 1008e9, rel=1e-9)
+    # a user's part that states neither its cores nor its clock has no such bound
+    mine = tmp_path / "gpus.toml"
+    mine.write_text(
+        "[lab]\npeak_flops = { bf16 = 312e12 }\nbandwidth_bytes_per_s = 2.04e12\nmemory_bytes = 80e9\n"
+    )
+    lab = run_json(capsys, "estimate", *shape, "--gpu", "lab", "--gpu-file", str(mine))
+    assert lab["decode"]["weight_s"] == pytest.approx(weights / 2.04e12, rel=1e-9)
+    mine.write_text(mine.read_text() + "units = -4\n")
+    assert main(["estimate", *shape, "--gpu", "lab", "--gpu-file", str(mine)]) == 2
+    assert "lab units" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "gpu, measured",
+    [
+        ("a100-80gb-sxm", 53.49),  # X41: 'A100 SXM 80GB', 8B F16, tg 512
+        ("h100-pcie", 68.03),  # X47: 'H100 PCIe 80GB'
+    ],
+)
+def test_llama_cpps_f16_decode_on_hbm_reads_the_published_rate_through_its_cores(
+    gpu: str, measured: float
+) -> None:
+    """XiongjieDai/GPU-Benchmarks-on-LLM-Inference (llama-bench, May 2024): Llama 3 8B in F16
+    generated 53.49 tokens/s on an A100 SXM and 68.03 on an H100 PCIe, about 0.86 and 1.09
+    TB/s of weights: 42% and 55% of their HBM, where an RTX 4090 reached 87% of its GDDR6X.
+    The llama.cpp profile reads them within 15%; without its cores' bound it reads them a
+    third and more too fast."""
+    from ridgeline.accuracy.corpus import check_rows, deployment, predict, rows
+
+    row = next(r for r in (*rows(), *check_rows()) if r.gpu == gpu and r.kind == "tg" and r.weights == "fp16")
+    assert row.measured == measured
+    profile = engines()["llamacpp"]
+    assert profile.stream, "the llama.cpp profile states its kernels' streaming"
+    assert predict(row, profile) == pytest.approx(measured, rel=0.15)
+    unbounded = replace(profile, stream={})
+    assert predict(row, unbounded, deployment(row, unbounded)) > 1.33 * measured

@@ -194,3 +194,27 @@ def test_an_engines_narrow_maths_is_said_and_how() -> None:
         estimate("llama-3.1-8b", "h100-sxm", weights="fp8", maths="fp8"),
     ):
         assert not any("multiplies in" in line for line in quiet.explain)
+
+
+def test_where_an_engines_cores_not_the_memory_bound_decode_it_is_said() -> None:
+    """llama.cpp's matrix-vector kernels stream stream[w16] bytes a GPU core a clock: on an
+    A100 SXM (108 SMs at 1.41 GHz) that is below its 2.04 TB/s, and the explanation gives the
+    rate and its share of the bandwidth from the catalogue's and the profile's own figures;
+    on an RTX 4090 (GDDR6X, 128 SMs at 2.52 GHz) and under vLLM it says nothing of it."""
+    from ridgeline.engines import engines
+
+    stream = engines()["llamacpp"].stream["w16"]
+    rate = 108 * 1.41e9 * stream
+    a100 = estimate("llama-3.1-8b", "a100-80gb-sxm", weights="fp16", engine="llamacpp")
+    said = [line for line in a100.explain if "matrix-vector kernels" in line]
+    assert said == [
+        f"llama.cpp's matrix-vector kernels stream {rate / 1e12:.2f} TB/s of weights on a100-80gb-sxm "
+        f"(108 GPU cores at 1.41 GHz, {stream:.1f} bytes a core a clock): {rate / 2.039e12:.0%} of its "
+        "2.04 TB/s, so decode waits on the loads its cores keep in flight, not on the memory."
+    ]
+    for quiet in (
+        estimate("llama-3.1-8b", "rtx-4090", weights="fp16", engine="llamacpp"),
+        estimate("llama-3.1-8b", "a100-80gb-sxm", engine="vllm"),
+        estimate("llama-3.1-8b", "a100-80gb-sxm", weights="fp16"),
+    ):
+        assert not any("matrix-vector kernels" in line for line in quiet.explain)

@@ -39,12 +39,18 @@ and falls short of the roofline for reasons each of which has a physical term he
                        Hopper, whose kernels are not the engine's usual ones (vLLM on an
                        A100: Triton's, not FlashAttention's; Hopper's carry the sinks)
     weight bytes/s   = bandwidth x weights[w16 | w8 | w4] x vendor_memory   (dequantisation costs)
+                       but at most units x clock x stream[w16 | w8 | w4] x vendor_memory where
+                       a profile states it (a matrix-vector kernel that keeps a few bytes in flight a GPU core
+                       streams that many a core a clock whatever the memory's bandwidth: on
+                       an HBM part, below it; the catalogue's units and clock_hz)
     KV bytes/s       = bandwidth x kv x vendor_memory
                        (a vendor's software stack reaches its own share of the data sheet's
                        FLOP/s, vendor, and of its bandwidth, vendor_memory: the same as vendor
                        unless a profile says otherwise)
     step overhead    = (fixed + per_layer x (layers + (moe_layer - 1) x MoE layers) x g)
-                       x (1 + tp_scale x log2 tp)
+                       x (1 + tp_scale x log2 tp) x dies
+                       (dies: the catalogue's, 2 for a GPU of two dies whose every kernel
+                       ends when both have, across their bridge: Apple's Ultras)
                        + per_sequence x sequences sampled             (launches, scheduling, sampling)
                        (a MoE layer routes, sorts and gathers its tokens and runs two grouped
                        matmuls where a dense one runs its MLP: moe_layer of the kernels' cost)
@@ -249,6 +255,9 @@ class EngineProfile:
     graph_max_seqs: int = 0  # the largest decode batch the engine captures (0: none)
     sampler_bytes: float = 0.0  # bytes a logit its memory profile sets aside on every GPU (0: the plan's)
     repacked_experts: float = 1.0  # 4-bit routed experts held unpacked weight-only, before async MMA
+    # bytes its matrix-vector kernels stream a GPU core a clock, by weight format (empty: no
+    # such bound): what they keep in flight a core over the memory's latency
+    stream: dict[str, float] = field(default_factory=dict)
     runs_on: tuple[str, ...] = ()  # the accelerator vendors it supports; empty: any
     # what its data-parallel attention holds whole on each GPU: "attention" alone, or "dense",
     # every weight but the routed experts; "none": it has no such mode (llama.cpp)
@@ -371,15 +380,29 @@ class EngineProfile:
             gemm_flops_per_s=full,
             expert_flops_per_s=full * self.expert_share(d.arch, hw),
             attention_flops_per_s=attention,
-            weight_bytes_per_s=bw * self.weights[fmt] * vm,
+            weight_bytes_per_s=self.weight_bytes_per_s(fmt, hw, vm),
             kv_bytes_per_s=bw * self.kv * vm,
-            step_overhead_s=self.step_overhead_s(layers, d.par.tp),
+            step_overhead_s=self.step_overhead_s(layers, d.par.tp) * hw.dies,
             collective_latency_s=self.latency_s(d.hw.link_kind),
             link_bytes_per_s=d.hw.interconnect_bytes_per_s * self.link_efficiency,
-            graph_overhead_s=self.step_overhead_s(layers, d.par.tp, graphed=True),
+            graph_overhead_s=self.step_overhead_s(layers, d.par.tp, graphed=True) * hw.dies,
             half_m_tokens=self.half_m_tokens * d.hw.mma_rows / REFERENCE_MMA_ROWS,
             host_sequence_s=self.host_sequence_s * d.hw.host_overhead,
         )
+
+    def weight_bytes_per_s(self, fmt: str, hw: Accelerator, vendor_memory: float) -> float:
+        """The bytes a second its kernels stream weights of this format at: the bandwidth's
+        share `weights[fmt]`, but no more than its cores keep in flight, `stream[fmt]` bytes a
+        core a clock (Little's law), where the profile and the catalogue state both; a
+        vendor's stack reaches its own share of either (`vendor_memory`)."""
+        share = hw.bandwidth_bytes_per_s * self.weights[fmt]
+        if self.streams(fmt, hw):
+            share = min(share, self.stream[fmt] * hw.unit_cycles_per_s)
+        return share * vendor_memory
+
+    def streams(self, fmt: str, hw: Accelerator) -> bool:
+        """Whether its cores' streaming bounds this format's weight reads on hw."""
+        return fmt in self.stream and hw.unit_cycles_per_s > 0
 
     def rates(self, d: Deployed, tokens: Num, sequences: Num = 1) -> Rates:
         """What a pass of `tokens` new tokens over `sequences` sequences reaches on `d`."""
@@ -454,6 +477,8 @@ class EngineProfile:
         fmt = stored_format(a, d.prec)
         keys = [f"gemm.{self.gemm_key(maths)}", f"weights.{fmt}", "kv", "attention", "half_m_tokens"]
         keys += ["fixed_s", "per_layer_s"]  # the step's own costs
+        if self.streams(fmt, hw):
+            keys.append(f"stream.{fmt}")
         if self.dequant_factor(fmt, maths) != 1.0:
             keys += [f"dequant.{fmt}", *(["dequant_async"] if hw.async_mma else [])]
         if a.is_moe:
@@ -651,6 +676,11 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         kv=_num(w, "memory.kv", memory.get("kv", weights["w16"]), _FRACTION),
         sampler_bytes=_num(w, "memory.sampler_bytes", memory.get("sampler_bytes", 0.0), (0.0, 1024.0)),
         repacked_experts=_num(w, "memory.repacked_experts", memory.get("repacked_experts", 1.0), (1.0, 4.0)),
+        stream={
+            k: _num(w, f"memory.stream.{k}", v, (0.01, 1024.0))
+            for k, v in _table(w, memory, "stream").items()
+            if _weight_format(w, k)
+        },
         fixed_s=_num(w, "overhead.fixed_s", overhead.get("fixed_s", 0.0), _SECONDS),
         per_layer_s=_num(w, "overhead.per_layer_s", overhead.get("per_layer_s", 0.0), _SECONDS),
         per_sequence_s=_num(w, "overhead.per_sequence_s", overhead.get("per_sequence_s", 0.0), _SECONDS),
@@ -756,6 +786,7 @@ def profile_to_toml(p: EngineProfile) -> str:
                 "kv": p.kv,
                 **({"sampler_bytes": p.sampler_bytes} if p.sampler_bytes else {}),
                 **({"repacked_experts": p.repacked_experts} if p.repacked_experts != 1.0 else {}),
+                **({"stream": p.stream} if p.stream else {}),
             }
         ),
         "overhead = "

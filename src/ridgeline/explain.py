@@ -76,6 +76,10 @@ def explain(
         lines.append(_dp_attention(m, mem, batch, busiest_attention))
     if m.engine is not None and BITS[m.prec.maths] < 16:
         lines.append(_narrow_maths(m, m.engine.label))
+    if m.engine is not None and d.bound == "memory":
+        line = _streamed(m, m.engine.label)
+        if line:
+            lines.append(line)
     if unmeasured and m.engine is not None:
         lines.append(
             f"{m.engine.label}'s profile keeps its priors for {', '.join(unmeasured)}: no published "
@@ -97,6 +101,26 @@ def _narrow_maths(m: Deployment, label: str) -> str:
     return (
         f"{label} multiplies in {maths} ({how}), at {m.hw.name}'s {maths} peak: it speeds the "
         "compute-bound prefill, not the bytes decode reads; --maths bf16 prices the matmuls in bf16."
+    )
+
+
+def _streamed(m: Deployment, label: str) -> str:
+    """Where the engine's matrix-vector kernels, not the memory, set how fast a decode step
+    reads its weights: the cores' bytes in flight (its profile's memory.stream), below the
+    bandwidth's share; "" where they do not."""
+    engine, hw = m.engine, m.hw
+    fmt = stored_format(m.arch, m.prec)
+    if engine is None or not engine.streams(fmt, hw):
+        return ""
+    vendor_memory = engine.vendor_memory_factor(hw.vendor_name)
+    rate = engine.weight_bytes_per_s(fmt, hw, vendor_memory)
+    if rate >= hw.bandwidth_bytes_per_s * engine.weights[fmt] * vendor_memory:
+        return ""
+    return (
+        f"{label}'s matrix-vector kernels stream {rate / 1e12:.2f} TB/s of weights on {hw.name} "
+        f"({hw.units} GPU cores at {hw.clock_hz / 1e9:.2f} GHz, {engine.stream[fmt]:.1f} bytes a core a "
+        f"clock): {rate / hw.bandwidth_bytes_per_s:.0%} of its {hw.bandwidth_bytes_per_s / 1e12:.2f} TB/s, "
+        "so decode waits on the loads its cores keep in flight, not on the memory."
     )
 
 

@@ -63,6 +63,13 @@ EXCLUDED = {
     "17x on A100: a misconfigured run, not the engine",
     "N16": "SGLang's default flags ran gpt-oss-120b 3.4x slower than vLLM on the same H100: as F08",
     "N17": "and 6.9x slower on the A100: as F08",
+    "X26": "the A40's 70B prompts ran faster the longer they were (209 tokens/s at 512, 291 at 8,192), "
+    "where every other run in the table slows: not the steady state a llama-bench row measures",
+    "X25": "the same run's generation sped up with length too (11.60 tokens/s over 512, 12.08 over 1,024)",
+    "X30": "the L40S's F16 prompts ran faster the longer they were (2,254 tokens/s at 512, 3,312 at 8,192) "
+    "and at a third of its Q4_K_M rate: as X26",
+    "X42": "the A100 SXM's F16 prompts, at a tenth of the A100 PCIe's (604 against 7,741 tokens/s) and "
+    "rising with length: as X26",
 }
 # Sources kept as independent checks: predicted with the fitted profiles, never fitted, and why.
 CHECKS = {
@@ -191,6 +198,9 @@ def priors() -> dict[str, EngineProfile]:
     return {name: profile_from_entry(name, entry, where) for name, entry in data.items()}
 
 
+# A GGUF file that mixes block types (Q4_K_M: Q4_K with Q6_K where it matters most), given
+# as its bits per weight over the whole model, its stated size over its parameters: gguf-4.90
+GGUF_MIX = "gguf-"
 # Weight formats that quantise only part of a model: the bytes per weight of the whole.
 MIXED = {
     "int4-g128-bf16-embed": (4.0 + 16.0 / 128 + 4.0 / 128, "linear"),  # AWQ/GPTQ: scale + zero per 128
@@ -206,6 +216,9 @@ def deployment(row: Row, profile: EngineProfile | None) -> Deployment:
     weights = row.weights
     if weights in MIXED:
         arch = replace(arch, file_bytes_per_param=arch.mixed_bytes_per_param(*MIXED[weights]))
+        weights = "file"
+    elif weights.startswith(GGUF_MIX):  # a GGUF file's mix of types: its size over its weights
+        arch = replace(arch, file_bytes_per_param=float(weights.removeprefix(GGUF_MIX)) / 8.0)
         weights = "file"
     return Deployment.build(
         arch, row.gpu, weights=weights, maths=row.maths, kv_dtype=row.kv, tp=row.tp, ep=row.ep,

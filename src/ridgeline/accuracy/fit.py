@@ -150,6 +150,10 @@ PARAMS = (
     Param("weights.w8", 0.2, 1.0, 0.3, "bandwidth reached streaming 8-bit weights"),
     Param("weights.w4", 0.1, 1.0, 0.3, "bandwidth reached streaming 4-bit weights (dequantised)"),
     Param("kv", 0.2, 1.0, 0.3, "bandwidth reached reading the KV cache"),
+    # what a matrix-vector kernel streams a GPU core a clock: a wide prior (priors.toml)
+    Param("stream.w16", 1.0, 64.0, 1.0, "bytes a GPU core a clock streaming 16-bit weights"),
+    Param("stream.w8", 1.0, 64.0, 1.0, "bytes a GPU core a clock streaming 8-bit weights"),
+    Param("stream.w4", 1.0, 64.0, 1.0, "bytes a GPU core a clock streaming 4-bit weights"),
     Param("fixed_s", 1e-5, 0.02, 1.0, "fixed cost of a step: launches, scheduling"),
     Param("per_layer_s", 1e-7, 1e-3, 1.0, "cost of a step per layer"),
     Param(
@@ -179,6 +183,8 @@ PARAMS = (
     Param("stream_token_s", 1e-6, 1e-3, 1.5, "the server's serial work per streamed token", uses=_served),
     Param("vendor.amd", 0.1, 1.5, 0.5, "AMD's stack, of the FLOP/s"),
     Param("vendor_memory.amd", 0.1, 1.5, 0.5, "and of the bandwidth"),
+    Param("vendor.apple", 0.1, 1.5, 0.5, "Apple's Metal stack, of the FLOP/s"),
+    Param("vendor_memory.apple", 0.1, 1.5, 0.5, "and of the bandwidth"),
     Param("collective_latency_s.nvlink", 2e-6, 1e-4, 0.7, "an all-reduce over NVLink"),
     Param("collective_latency_s.pcie", 5e-6, 1e-3, 0.7, "an all-reduce over PCIe"),
     Param("collective_latency_s.xgmi", 2e-6, 2e-4, 0.7, "an all-reduce over Infinity Fabric"),
@@ -394,9 +400,13 @@ class Band:
 # residuals cover a source that is new to them less often than 80%: rebuilt without each of
 # the 22 sources (corpus and checks) in turn, p10-p90 bands held 76% of that source's rows
 # (the corpus sources' 80%, the check sources' 69%), p7.5-p92.5 bands 80% (84% and 72%),
-# p5-p95 86%. So the band is the 80% interval a new source meets: `benchmarks/accuracy.py
-# --checks` reports that coverage, and tests/test_accuracy.py holds it near 80%.
-BAND_PERCENTILES = (7.5, 92.5)
+# p5-p95 86%. With llama.cpp's runs on twelve accelerators (the X rows, 23 sources), whose
+# HBM parts and Macs no other source has, p7.5-p92.5 bands held 74% (that source 25 of its
+# 66), p6-p94 bands 76% (26 of 66; the check sources' 77%) and p5-p95 bands 78% (27 of 66),
+# but these held 90% of the corpus's own held-out rows, the edge of what the band may hold.
+# So the band is the p6-p94: about the 80% interval a new source meets (76%). `benchmarks/
+# accuracy.py --checks` reports that coverage, and tests/test_accuracy.py holds it near 80%.
+BAND_PERCENTILES = (6.0, 94.0)
 
 
 def time_ratio(row: Row, log_error: float) -> float:
