@@ -218,3 +218,26 @@ def test_where_an_engines_cores_not_the_memory_bound_decode_it_is_said() -> None
         estimate("llama-3.1-8b", "a100-80gb-sxm", weights="fp16"),
     ):
         assert not any("matrix-vector kernels" in line for line in quiet.explain)
+
+
+def test_a_two_die_gpu_says_it_pays_each_steps_launches_twice() -> None:
+    """The M2 Ultra is two M2 Max dies: under an engine, each decode step's launch costs are
+    the profile's times two, and the explanation gives that share of the step; a one-die M2
+    Max-class part (M3 Max) and an estimate without an engine say nothing of it."""
+    from ridgeline.engines import engines
+
+    profile = engines()["llamacpp"]
+    ultra = estimate("llama-3.1-8b", "m2-ultra", weights="int4", engine="llamacpp")
+    launches = 2 * (profile.fixed_s + profile.per_layer_s * 32)
+    assert ultra.decode.overhead_s == pytest.approx(launches + profile.per_sequence_s, rel=1e-9)
+    said = [line for line in ultra.explain if "dies" in line]
+    assert said == [
+        f"m2-ultra is one GPU of 2 dies: each kernel ends only when every die's cores have, so a step "
+        f"pays its launches 2 times ({ultra.decode.overhead_s * 1e3:,.2f} ms of this decode step's "
+        f"{ultra.decode.time_s * 1e3:,.2f} ms): small models and short steps feel it most."
+    ]
+    for quiet in (
+        estimate("llama-3.1-8b", "m3-max", weights="int4", engine="llamacpp"),
+        estimate("llama-3.1-8b", "m2-ultra", weights="int4"),
+    ):
+        assert not any("dies" in line for line in quiet.explain)

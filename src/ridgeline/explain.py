@@ -80,6 +80,12 @@ def explain(
         line = _streamed(m, m.engine.label)
         if line:
             lines.append(line)
+    if m.engine is not None and m.hw.dies > 1:
+        lines.append(
+            f"{m.hw.name} is one GPU of {m.hw.dies} dies: each kernel ends only when every die's cores "
+            f"have, so a step pays its launches {m.hw.dies} times ({d.overhead_s * 1e3:,.2f} ms of this "
+            f"decode step's {d.time_s * 1e3:,.2f} ms): small models and short steps feel it most."
+        )
     if unmeasured and m.engine is not None:
         lines.append(
             f"{m.engine.label}'s profile keeps its priors for {', '.join(unmeasured)}: no published "
