@@ -69,11 +69,17 @@ def fit_engine(name: str) -> dict[str, Any]:
 
 
 def provenance(result: dict[str, Any], prior: EngineProfile) -> dict[str, str]:
+    """Where each fitted number came from: the rows that moved it, or its prior. A term that
+    rows rest on but none moves (a bound that binds on none of them: llama.cpp's cores'
+    streaming of 8-bit weights, whose two rows ran on an RTX 4090's GDDR6X) keeps its prior
+    exactly, and says so: a prediction that rests on it is unmeasured there."""
     out = {}
-    for key, ids in zip(result["params"], result["uses"], strict=True):
+    for key, ids, x in zip(result["params"], result["uses"], result["x"], strict=True):
         was = fit.get(prior, key)
-        if ids:
+        if ids and not math.isclose(math.exp(x), was, rel_tol=1e-9):
             out[key] = f"fitted to {len(ids)} rows ({_span(ids)}); prior {was:.4g}"
+        elif ids:
+            out[key] = f"prior {was:.4g}: the rows that rest on it ({_span(ids)}) do not move it"
         else:
             out[key] = f"prior {was:.4g}: no corpus row of this engine depends on it"
     return out

@@ -483,20 +483,27 @@ def test_a_prediction_names_the_terms_no_published_run_moved(tmp_path: Path) -> 
 
 def test_every_term_a_corpus_deployment_rests_on_was_fitted() -> None:
     """The fit moves a term when a row's prediction rests on it, and an estimate calls a term
-    unmeasured when the fit left it at its prior: both ask the profile (`terms`). So no
-    deployment a corpus row of the engine ran can rest on a term its provenance calls a
-    prior, and every term it rests on names the rows that moved it, that row among them
-    where the list is whole."""
+    unmeasured when the fit left it at its prior: both ask the profile (`terms`). So every
+    term a corpus row's deployment rests on names the rows the fit gave it, that row among
+    them where the list is whole: the rows that moved it, or, where none did (a bound that
+    binds on none of them, as llama.cpp's cores' streaming of 8-bit weights on an RTX 4090's
+    GDDR6X), the rows that do not move it, and then the estimate calls it unmeasured."""
     from ridgeline.accuracy import corpus
 
     builtin = engines()
+    unmoved = set()
     for r in corpus.rows():
         profile = builtin[r.engine]
         d = corpus.deployment(r, profile)
-        assert profile.unmeasured(d) == [], r.id
         for key in profile.terms(d):
-            moved_by = profile.provenance[key]
-            assert moved_by.startswith("fitted to ") and (r.id in moved_by or "…" in moved_by), (r.id, key)
+            said = profile.provenance[key]
+            assert r.id in said or "…" in said, (r.id, key)
+            if said.startswith("fitted to "):
+                assert key not in profile.unmeasured(d)
+            else:
+                assert said.endswith("do not move it") and key in profile.unmeasured(d), (r.id, key)
+                unmoved.add((r.engine, key))
+    assert unmoved == {("llamacpp", "stream.w8"), ("vllm", "dequant.w8")}
 
 
 def test_a_servers_own_process_costs_per_request_and_per_streamed_token(tmp_path: Path) -> None:
