@@ -395,14 +395,22 @@ class EngineProfile:
         share `weights[fmt]`, but no more than its cores keep in flight, `stream[fmt]` bytes a
         core a clock (Little's law), where the profile and the catalogue state both; a
         vendor's stack reaches its own share of either (`vendor_memory`)."""
-        share = hw.bandwidth_bytes_per_s * self.weights[fmt]
-        if self.streams(fmt, hw):
-            share = min(share, self.stream[fmt] * hw.unit_cycles_per_s)
-        return share * vendor_memory
+        if self.cores_bind(fmt, hw):
+            return self.stream[fmt] * hw.unit_cycles_per_s * vendor_memory
+        return hw.bandwidth_bytes_per_s * self.weights[fmt] * vendor_memory
 
     def streams(self, fmt: str, hw: Accelerator) -> bool:
-        """Whether its cores' streaming bounds this format's weight reads on hw."""
+        """Whether its cores' streaming bounds this format's weight reads on hw: the profile
+        and the catalogue both state it (the term a prediction there rests on, whether or
+        not it binds: `cores_bind`)."""
         return fmt in self.stream and hw.unit_cycles_per_s > 0
+
+    def cores_bind(self, fmt: str, hw: Accelerator) -> bool:
+        """Whether, on hw, its cores' streaming sits below the bandwidth's share for this
+        format, so that they, not the memory, set the weight reads' rate."""
+        return self.streams(fmt, hw) and (
+            self.stream[fmt] * hw.unit_cycles_per_s < hw.bandwidth_bytes_per_s * self.weights[fmt]
+        )
 
     def rates(self, d: Deployed, tokens: Num, sequences: Num = 1) -> Rates:
         """What a pass of `tokens` new tokens over `sequences` sequences reaches on `d`."""

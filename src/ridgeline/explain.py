@@ -113,15 +113,12 @@ def _narrow_maths(m: Deployment, label: str) -> str:
 def _streamed(m: Deployment, label: str) -> str:
     """Where the engine's matrix-vector kernels, not the memory, set how fast a decode step
     reads its weights: the cores' bytes in flight (its profile's memory.stream), below the
-    bandwidth's share; "" where they do not."""
+    bandwidth's share (EngineProfile.cores_bind); "" where they do not."""
     engine, hw = m.engine, m.hw
     fmt = stored_format(m.arch, m.prec)
-    if engine is None or not engine.streams(fmt, hw):
+    if engine is None or not engine.cores_bind(fmt, hw):
         return ""
-    vendor_memory = engine.vendor_memory_factor(hw.vendor_name)
-    rate = engine.weight_bytes_per_s(fmt, hw, vendor_memory)
-    if rate >= hw.bandwidth_bytes_per_s * engine.weights[fmt] * vendor_memory:
-        return ""
+    rate = engine.weight_bytes_per_s(fmt, hw, engine.vendor_memory_factor(hw.vendor_name))
     return (
         f"{label}'s matrix-vector kernels stream {rate / 1e12:.2f} TB/s of weights on {hw.name} "
         f"({hw.units} GPU cores at {hw.clock_hz / 1e9:.2f} GHz, {engine.stream[fmt]:.1f} bytes a core a "

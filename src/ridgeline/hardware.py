@@ -255,9 +255,13 @@ def resolve_name(name: str, gpus: dict[str, Accelerator]) -> str | None:
     return found[-1] if found else None
 
 
-def unknown_gpu(name: str, gpus: dict[str, Accelerator]) -> RidgelineError:
-    """A --gpu value no part answers to: one line, with the closest names."""
-    return unknown_name("GPU", name, gpus, "ridgeline gpus", compared=gpu_key(name))
+def catalogue_key(name: str, gpus: dict[str, Accelerator]) -> str:
+    """The catalogue's name for a --gpu value (resolve_name), or one line with the closest
+    names when no part answers to it."""
+    key = resolve_name(name, gpus)
+    if key is None:
+        raise unknown_name("GPU", name, gpus, "ridgeline gpus", compared=gpu_key(name))
+    return key
 
 
 def _figure(field: str, value: Any, where: str) -> float:
@@ -360,10 +364,7 @@ def get_accelerator(
 ) -> Accelerator:
     """One accelerator by name, with optional one-off overrides in TFLOP/s, TB/s and GB."""
     gpus = catalogue(gpu_file)
-    key = resolve_name(name, gpus)
-    if key is None:
-        raise unknown_gpu(name, gpus)
-    acc = gpus[key]
+    acc = gpus[catalogue_key(name, gpus)]
     changes: dict[str, Any] = {}
     if peak_tflops is not None:
         _within("--peak-tflops", peak_tflops, PEAK_FLOPS_RANGE, 1e12)

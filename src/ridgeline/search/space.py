@@ -34,7 +34,7 @@ from ridgeline.architecture import Architecture
 from ridgeline.checks import MAX_TOKENS, check_size, one_line
 from ridgeline.engines import engines, get_engine
 from ridgeline.errors import RidgelineError
-from ridgeline.hardware import catalogue, resolve_name, unknown_gpu
+from ridgeline.hardware import catalogue, catalogue_key
 from ridgeline.precision import AUTO_MATHS, KV_DTYPES, MATHS_DTYPES, weight_bits
 
 MAX_VALUES = 64  # values on one axis
@@ -280,7 +280,7 @@ def axis(name: str, raw: list[Any], where: str, known_gpus: dict[str, Any]) -> t
         if len(values) == 1 and values[0].lower() == "all":
             # a price, and a rental's: a purchase spread over hours (a Mac's) enters when named
             return tuple(n for n, acc in known_gpus.items() if acc.price_per_hour_usd > 0 and acc.rented)
-        return dedupe([get_accelerator_name(v, known_gpus) for v in values])
+        return dedupe([catalogue_key(str(v), known_gpus) for v in values])
     if name == "engine":
         if len(values) == 1 and values[0].lower() == "all":
             return tuple(engines())
@@ -300,15 +300,6 @@ def axis(name: str, raw: list[Any], where: str, known_gpus: dict[str, Any]) -> t
             what = "maths" if name == "maths" else "KV-cache"
             raise RidgelineError(f"{where}: unknown {what} dtype {v!r:.60}: use one of {', '.join(allowed)}")
     return dedupe(values)
-
-
-def get_accelerator_name(name: str, known: dict[str, Any]) -> str:
-    """The catalogue's name for a --gpu value (an alias or nvidia-smi's name resolves to it),
-    or the catalogue's one line, with close names."""
-    key = resolve_name(str(name), known)
-    if key is None:
-        raise unknown_gpu(str(name), known)
-    return key
 
 
 SPACE_KEYS = tuple(FLAGS)
