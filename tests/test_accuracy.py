@@ -159,10 +159,10 @@ def checks() -> list[report.Checked]:
 def test_the_bands_are_made_of_every_held_out_row(
     checked: list[report.Checked], checks: list[report.Checked]
 ) -> None:
-    """A profile's band in a regime is the p7.5 and p92.5 of measured / predicted time over
+    """A profile's band in a regime is the p6 and p94 of measured / predicted time over
     the engine's held-out rows there: the corpus's, each predicted by the fold that left its
-    source out, and the check sources', which no fit saw (every engine's, where it has
-    fewer than six)."""
+    source out, and the check sources', which no fit saw (its kind's, where it has fewer
+    than six: the serving engines' apart from llama.cpp's)."""
     rows = {c.row.id: c.row for c in (*checked, *checks)}
     ratios = report.log_time_ratios([*checked, *checks])
     for name, p in builtin_engines().items():
@@ -170,6 +170,22 @@ def test_the_bands_are_made_of_every_held_out_row(
         assert set(made) == set(p.uncertainty)
         for regime, b in made.items():
             assert p.uncertainty[regime] == pytest.approx((b.low, b.high), rel=0.03)  # cv.json: 4 figures
+
+
+def test_a_serving_engine_short_of_rows_pools_the_serving_engines_not_llama_cpp(
+    checked: list[report.Checked], checks: list[report.Checked]
+) -> None:
+    """SGLang has too few decode rows of its own: its band pools vLLM's, SGLang's and
+    TensorRT-LLM's, so llama.cpp's rows, however far off, leave it as it is; where the
+    serving engines have too few rows too (llama.cpp's load band), every engine's count."""
+    rows = {c.row.id: c.row for c in (*checked, *checks)}
+    ratios = report.log_time_ratios([*checked, *checks])
+    far = {i: (math.log(10.0) if rows[i].engine == "llamacpp" else t) for i, t in ratios.items()}
+    mine = fit.bands(ratios, rows, "sglang")["decode"]
+    assert "serving engines'" in mine.made_of
+    assert fit.bands(far, rows, "sglang")["decode"] == mine
+    assert fit.bands(far, rows, "llamacpp")["decode"].high > 9.0  # its own rows
+    assert "every engine's" in fit.bands(ratios, rows, "llamacpp")["load"].made_of
 
 
 def test_bands_rebuilt_without_a_check_source_hold_about_four_in_five_of_its_rows(

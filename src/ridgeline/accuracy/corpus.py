@@ -194,8 +194,18 @@ def priors() -> dict[str, EngineProfile]:
     from ridgeline.engines import profile_from_entry
 
     where = "data/corpus/priors.toml"
-    data = _files.parse(_files.package_text("corpus", "priors.toml"), where)
-    return {name: profile_from_entry(name, entry, where) for name, entry in data.items()}
+    return {name: profile_from_entry(name, entry, where) for name, entry in _priors_toml().items()}
+
+
+@lru_cache(maxsize=1)
+def _priors_toml() -> dict[str, Any]:
+    return _files.parse(_files.package_text("corpus", "priors.toml"), "data/corpus/priors.toml")
+
+
+def band_pools() -> dict[str, str]:
+    """Each engine's kind (priors.toml's band_pool), whose rows its band pools where it has
+    too few of its own in a regime (fit.bands)."""
+    return {name: str(entry.get("band_pool", name)) for name, entry in _priors_toml().items()}
 
 
 # A GGUF file that mixes block types (Q4_K_M: Q4_K with Q6_K where it matters most), given

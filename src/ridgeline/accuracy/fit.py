@@ -415,7 +415,7 @@ def time_ratio(row: Row, log_error: float) -> float:
     return log_error if corpus.is_rate(row) else -log_error
 
 
-MIN_BAND_ROWS = 6  # fewer held-out rows of an engine in a regime: its band pools every engine's
+MIN_BAND_ROWS = 6  # fewer held-out rows of an engine in a regime: its band pools its kind's
 
 
 def bands(ratios: dict[str, float], rows: dict[str, Row], engine: str) -> dict[str, Band]:
@@ -423,7 +423,9 @@ def bands(ratios: dict[str, float], rows: dict[str, Row], engine: str) -> dict[s
     over every held-out row of the engine in that regime. `ratios` holds each row's log time
     ratio by id: the corpus's rows predicted by the fit that left their source out, and the
     check sources' rows, which no fit saw. Where the engine has fewer than MIN_BAND_ROWS in
-    a regime, the band is every engine's there."""
+    a regime, the band pools the rows of every engine of its kind (priors.toml's band_pool:
+    the serving engines, which batch many requests, apart from llama.cpp's one stream); where
+    its kind has fewer too, every engine's."""
     import numpy as np
 
     def band(ids: list[str], made_of: str) -> Band:
@@ -434,14 +436,19 @@ def bands(ratios: dict[str, float], rows: dict[str, Row], engine: str) -> dict[s
         checks = sum(1 for i in ids if rows[i].group in corpus.CHECKS)
         return f"{len(ids) - checks} held-out corpus rows and {checks} of the check sources"
 
+    pools = corpus.band_pools()
+    kind = pools.get(engine)
     by_regime: dict[str, list[str]] = {}
     for i in sorted(ratios):
         by_regime.setdefault(rows[i].regime, []).append(i)
     out = {}
     for regime, ids in by_regime.items():
         mine = [i for i in ids if rows[i].engine == engine]
+        kin = [i for i in ids if kind is not None and pools.get(rows[i].engine) == kind]
         if len(mine) >= MIN_BAND_ROWS:
             out[regime] = band(mine, f"{count(mine)} of {engine}")
+        elif len(kin) >= MIN_BAND_ROWS:
+            out[regime] = band(kin, f"the {kind} engines' {count(kin)}; {engine} has {len(mine)}")
         else:
             out[regime] = band(ids, f"every engine's {count(ids)}; {engine} has {len(mine)}")
     return out
