@@ -5,10 +5,13 @@ unified memory, which llama.cpp alone of the profiles runs on."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from conftest import run_cli
 from ridgeline import estimate
+from ridgeline.accuracy import corpus
 from ridgeline.deployment import Deployment
 from ridgeline.engines import builtin_engines
 from ridgeline.hardware import builtin_catalogue, get_accelerator, gpu_key
@@ -128,6 +131,29 @@ def test_llamacpp_on_apple_reads_the_held_out_table(gpu: str) -> None:
     assert 1.0 / e.tpot_s == pytest.approx(TG128_Q4_0[gpu], rel=0.15)
     prompt = estimate(**shape, prompt=512, output=1)
     assert 512 / prompt.prefill.time_s == pytest.approx(PP512_Q4_0[gpu], rel=0.2)
+
+
+# The MAMF table (stas00/ml-engineering @744d01e1): the H100 SXM's bf16 and fp8 matmuls at its
+# 700 W board power.
+SXM_MAMF = {"bf16": 794.5e12, "fp8": 1402.6e12}
+
+
+@pytest.mark.parametrize(("gpu", "watts"), [("h100-pcie", 350), ("h100-nvl", 400)])
+def test_a_gh100_part_on_less_power_sustains_the_sxms_flop_per_joule(gpu: str, watts: int) -> None:
+    hw = get_accelerator(gpu)
+    for dtype, rate in SXM_MAMF.items():
+        assert hw.matmul_share[dtype] == pytest.approx(rate * watts / 700 / hw.peak_flops[dtype], rel=1e-3)
+
+
+def test_tensorrt_llm_on_an_h100_pcie_reads_nvidias_stated_throughput() -> None:
+    """NVIDIA stated 17,500 output tokens/s for TensorRT-LLM 0.20 serving Llama 3.1 8B in FP8,
+    128 tokens in and 128 out, on one H100 PCIe (TensorRT-LLM issue 6294); no corpus row is on
+    that part. The corpus's run of the same on an H100 SXM (D23), moved to the PCIe part, reads
+    it within 20% (31% fast while the part took the unmeasured parts' 0.80)."""
+    sxm = next(r for r in corpus.rows() if r.id == "D23")
+    assert (sxm.model, sxm.weights, sxm.input, sxm.output) == ("llama-3.1-8b", "fp8", 128, 128)
+    pcie = replace(sxm, gpu="h100-pcie", measured=17_500.0)
+    assert corpus.predict(pcie, builtin_engines()["trtllm"]) == pytest.approx(17_500, rel=0.2)
 
 
 def test_search_takes_apple_parts_only_when_named() -> None:

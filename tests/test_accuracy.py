@@ -43,8 +43,8 @@ SOURCE_COVERAGE = (0.75, 0.85)
 # 9.6% once SGLang and TensorRT-LLM overlapped their scheduling, which moved SGLang's GPUStack
 # rows, F13 from -0.5% to -15% and F14 from +3% to +11%; 9.3% once a step waited on the host's
 # work where that is the longer, GB200's Grace; 9.1% once llama.cpp's runs on twelve
-# accelerators joined and its matrix-vector kernels streamed what their cores keep in flight:
-# see the README's accuracy notes)
+# accelerators joined and its matrix-vector kernels streamed what their cores keep in flight;
+# 9.0% once the H100 PCIe took the H100 SXM's FLOP per joule: see the README's accuracy notes)
 LATER = (
     {f"K{i:02d}" for i in range(4, 30)}
     | {f"M{i:02d}" for i in range(1, 11)}
@@ -56,7 +56,7 @@ LATER = (
     | {f"V{i:02d}" for i in range(1, 25)}
     | {f"X{i:02d}" for i in range(1, 71)}
 )
-FIRST_100_HELD_OUT_MEDIAN = 0.10  # the target itself (measured 9.11%)
+FIRST_100_HELD_OUT_MEDIAN = 0.10  # the target itself (measured 8.95%)
 CHECKS_MEDIAN = 0.23  # the sources kept as checks, which no profile was fitted to (measured 22.2%)
 
 
@@ -80,14 +80,14 @@ def test_held_out_error_stays_where_it_was_measured(checked: list[report.Checked
 
 
 def test_few_rows_are_far_off(checked: list[report.Checked]) -> None:
-    """The issue's target is none more than 40% off: held out, 11 rows still are (F15, K11,
-    N07, N14, F16; and llama.cpp's X18, X20, X35, X41, X45 and X48, whose source alone has HBM
+    """The issue's target is none more than 40% off: held out, 10 rows still are (F15, K11,
+    N07, N14, F16; and llama.cpp's X18, X20, X35, X41 and X45, whose source alone has HBM
     parts, so that left out its cores' bound falls back to its prior; 6 with D30 before a step
     waited on GB200's host, 13 before SGLang's and TensorRT-LLM's overlapped scheduling), and
-    in-sample three (F15, and the F16 prompts of the power-capped RTX 6000 Ada and H100 PCIe,
-    X18 and X48)."""
-    assert sum(abs(c.held_out_error) > 0.4 for c in checked) <= 11
-    assert sum(abs(c.error) > 0.4 for c in checked) <= 3
+    in-sample two (F15, and X18, the F16 prompts of the power-capped RTX 6000 Ada; X48's on the
+    H100 PCIe, +83%, until it took the H100 SXM's FLOP per joule)."""
+    assert sum(abs(c.held_out_error) > 0.4 for c in checked) <= 10
+    assert sum(abs(c.error) > 0.4 for c in checked) <= 2
 
 
 def test_the_fit_beats_its_priors_on_sources_it_never_saw(checked: list[report.Checked]) -> None:
