@@ -74,6 +74,10 @@ def explain(
         )
     if m.par.dp_attention:
         lines.append(_dp_attention(m, mem, batch, busiest_attention))
+    if m.engine is not None and t.prefill.bound == "compute":
+        line = _sustained(m)
+        if line:
+            lines.append(line)
     if m.engine is not None and BITS[m.prec.maths] < 16:
         lines.append(_narrow_maths(m, m.engine.label))
     if m.engine is not None and d.bound == "memory":
@@ -107,6 +111,26 @@ def _narrow_maths(m: Deployment, label: str) -> str:
     return (
         f"{label} multiplies in {maths} ({how}), at {m.hw.name}'s {maths} peak: it speeds the "
         "compute-bound prefill, not the bytes decode reads; --maths bf16 prices the matmuls in bf16."
+    )
+
+
+HELD_BELOW = 0.75  # a part's sustained share of its peak worth a line of its own
+
+
+def _sustained(m: Deployment) -> str:
+    """Where a large matmul on the part sustains well under its data sheet's peak (the
+    catalogue's matmul_share: measured, or the same die's FLOP per joule at this part's board
+    power), which an engine profile's compute-bound steps answer to; "" where it sustains most."""
+    hw, maths = m.hw, m.prec.maths
+    share = hw.achievable(maths)
+    if share >= HELD_BELOW:
+        return ""
+    label = m.engine.label if m.engine is not None else "the engine"
+    return (
+        f"A large {maths} matmul on {hw.name} sustains {hw.sustained(maths) / 1e12:,.0f} TFLOP/s, "
+        f"{share:.0%} of the data sheet's {hw.peak(maths) / 1e12:,.0f} (the catalogue's matmul_share: "
+        "under that load its board power, heat and kernels hold it below the boost clock the peak "
+        f"assumes), and {label}'s kernels reach their shares of that: prefill answers to it."
     )
 
 
