@@ -133,16 +133,35 @@ def test_llamacpp_on_apple_reads_the_held_out_table(gpu: str) -> None:
     assert 512 / prompt.prefill.time_s == pytest.approx(PP512_Q4_0[gpu], rel=0.2)
 
 
-# The MAMF table (stas00/ml-engineering @744d01e1): the H100 SXM's bf16 and fp8 matmuls at its
-# 700 W board power.
-SXM_MAMF = {"bf16": 794.5e12, "fp8": 1402.6e12}
+# The MAMF table (stas00/ml-engineering @744d01e1): the H100 SXM's and the H200's bf16 and fp8
+# matmuls at their 700 W board power ("H200 is the same" in bf16).
+H100_MAMF = {"bf16": 794.5e12, "fp8": 1402.6e12}
+H200_MAMF = {"bf16": 794.5e12, "fp8": 1453.4e12}
 
 
-@pytest.mark.parametrize(("gpu", "watts"), [("h100-pcie", 350), ("h100-nvl", 400)])
-def test_a_gh100_part_on_less_power_sustains_the_sxms_flop_per_joule(gpu: str, watts: int) -> None:
+@pytest.mark.parametrize(
+    ("gpu", "watts", "mamf"),
+    [("h100-pcie", 350, H100_MAMF), ("h100-nvl", 400, H100_MAMF), ("h200-nvl", 600, H200_MAMF)],
+)
+def test_a_gh100_part_on_less_power_sustains_the_sxms_flop_per_joule(
+    gpu: str, watts: int, mamf: dict[str, float]
+) -> None:
     hw = get_accelerator(gpu)
-    for dtype, rate in SXM_MAMF.items():
+    for dtype, rate in mamf.items():
         assert hw.matmul_share[dtype] == pytest.approx(rate * watts / 700 / hw.peak_flops[dtype], rel=1e-3)
+
+
+def test_the_rtx_pro_6000s_peaks_follow_its_sms_and_clock() -> None:
+    """188 SMs of GB202 at the clock its 125 TFLOPS of FP32 imply (128 lanes, an FMA each):
+    1,024 dense FP16 FLOPs an SM a clock, as Ada's and the RTX 5090's, FP32 accumulate at
+    full rate on a professional part; its 4,000 AI TOPS are FP4 with sparsity."""
+    pro = get_accelerator("NVIDIA RTX PRO 6000 Blackwell Server Edition")
+    assert pro.name == "rtx-pro-6000" and not pro.async_mma
+    assert pro.units * 128 * 2 * pro.clock_hz == pytest.approx(125e12, rel=0.01)
+    assert pro.peak_flops["bf16"] == pytest.approx(pro.units * 1024 * pro.clock_hz, rel=0.01)
+    assert pro.peak_flops["fp4"] == pytest.approx(4000e12 / 2, rel=1e-9)
+    assert pro.bandwidth_bytes_per_s == pytest.approx(512 / 8 * 28e9, rel=1e-9)  # 512-bit GDDR7, 28 Gbps
+    assert pro.memory_bytes == 96 * 2**30  # GDDR7 sized in binary units, as a GeForce card's
 
 
 def test_tensorrt_llm_on_an_h100_pcie_reads_nvidias_stated_throughput() -> None:
@@ -223,9 +242,9 @@ def test_no_two_parts_share_a_name_and_an_unknown_one_is_one_line() -> None:
         for spelled in (name, *acc.aliases):
             key = gpu_key(spelled)
             assert owner.setdefault(key, name) == name, f"{spelled!r} names {owner[key]} and {name}"
-    proc = run_cli("estimate", "--gpu", "NVIDIA H9000")
+    proc = run_cli("estimate", "--gpu", "NVIDIA H100 SXM6")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
-    assert "unknown GPU 'NVIDIA H9000'" in proc.stderr and "h100-sxm" in proc.stderr
+    assert "unknown GPU 'NVIDIA H100 SXM6': did you mean h100-sxm," in proc.stderr
 
 
 def test_a_users_part_takes_aliases_and_wins_a_shared_one(tmp_path) -> None:  # type: ignore[no-untyped-def]
