@@ -610,9 +610,12 @@ def test_a_routed_expert_sees_the_tokens_of_the_experts_a_step_touches(
     the step is. With half_m_tokens = 63 against a 64-row tile every matmul reaches
     1 / (1 + 63) of its rate, experts too, so the step's matmuls take 64 times as long as a
     profile without the falloff says; attention, at its own rate, is left alone. (Spread
-    over all 128 experts, an expert's M would be 4/128 and its matmuls 2,000 times slower.)"""
-    flat = write_profile(tmp_path, PERFECT, "flat.toml")
-    skinny = write_profile(tmp_path, PERFECT.replace("half_m_tokens = 0.0", "half_m_tokens = 63.0"))
+    over all 128 experts, an expert's M would be 4/128 and its matmuls 2,000 times slower.)
+    Both profiles set the vector units aside (gemm.fp32 at its least), so that no dense
+    matmul of the one token runs as a matrix-vector kernel instead."""
+    no_vector = PERFECT.replace("gemm = { bf16 = 1.0 }", "gemm = { bf16 = 1.0, fp32 = 0.0001 }")
+    flat = write_profile(tmp_path, no_vector, "flat.toml")
+    skinny = write_profile(tmp_path, no_vector.replace("half_m_tokens = 0.0", "half_m_tokens = 63.0"))
 
     def matmul_s(engine: str) -> float:
         shape = ("--model", "gpt-oss-120b", "--gpu", "h100-sxm", "--prompt-tokens", "100")
@@ -1046,3 +1049,34 @@ def test_llama_cpps_f16_decode_on_hbm_reads_the_published_rate_through_its_cores
     assert predict(row, profile) == pytest.approx(measured, rel=0.15)
     unbounded = replace(profile, stream={})
     assert predict(row, unbounded, deployment(row, unbounded)) > 1.33 * measured
+
+
+def test_a_few_tokens_multiply_on_the_vector_units_not_a_padded_tensor_tile() -> None:
+    """At one token a pass, vLLM's int4 matmuls on an RTX 3090 run as a matrix-vector kernel
+    on its CUDA cores: 35.6 TFLOP/s of fp32 (the data sheet) x gemm.fp32 x dequant.w4. A
+    tensor tile padded to 64 rows would reach 71 TFLOP/s (bf16, fp32 accumulate) x 0.8 x
+    gemm.bf16 x dequant.w4 / (1 + half_m): less, and batch-1 decode would turn compute-bound,
+    which no GEMV is. At 512 tokens the tensor cores win; an M2 Ultra, whose only units are
+    its vector ones, keeps the falloff."""
+    from ridgeline.deployment import Deployment
+    from ridgeline.step import decode_step
+
+    p = engines()["vllm"]
+    d = Deployment.build("llama-3.1-8b", "rtx-3090", engine="vllm", weights="int4")
+    vector = 35.6e12 * p.gemm["fp32"] * p.dequant["w4"]
+    padded = 71e12 * 0.8 * p.gemm["bf16"] * p.dequant["w4"] / (1 + p.half_m_tokens)
+    assert padded < vector
+    assert p.rates(d, 1).linear_flops_per_s == pytest.approx(vector, rel=1e-9)
+    assert decode_step(d, 128).bound == "memory"
+    large = 71e12 * 0.8 * p.gemm["bf16"] * p.dequant["w4"] * 512 / (512 + p.half_m_tokens)
+    assert p.rates(d, 512).linear_flops_per_s == pytest.approx(large, rel=1e-9)
+    mac = Deployment.build("llama-3.1-8b", "m2-ultra", engine="llamacpp", weights="int4")
+    llama = engines()["llamacpp"]
+    tile = (
+        mac.hw.sustained(mac.prec.maths)
+        * llama.gemm_efficiency(mac.prec.maths)
+        * llama.vendor_factor("apple")
+    )
+    unpack = llama.dequant_factor("w4", mac.prec.maths)
+    falloff = tile * unpack / (1 + llama.half_m_tokens * mac.hw.mma_rows / 64)
+    assert llama.rates(mac, 1).linear_flops_per_s == pytest.approx(falloff, rel=1e-9)

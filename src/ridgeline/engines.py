@@ -31,6 +31,10 @@ and falls short of the roofline for reasons each of which has a physical term he
                        x dequant_async as well on a part that needs asynchronous MMA
                        (the catalogue's async_mma: unpacked weights feed Ampere's warp-level
                        MMA, not Hopper's wgmma)
+                       but the dense matmuls at least vector FLOP/s = fp32 peak x gemm[fp32]
+                       x vendor (x dequant for narrow weights) where the part has matrix units
+                       apart from its vector ones: a pass of a few tokens runs as a
+                       matrix-vector kernel there (GEMV, MMVQ), not as a padded tensor tile
     attention FLOP/s = achievable(attention's dtype) x attention x vendor
                        (attention multiplies activations with the KV cache, not the weights:
                        fp8 over an fp8 cache when the matmuls are 8 bits or fewer, else 16
@@ -97,7 +101,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from ridgeline import _files
-from ridgeline._num import Num
+from ridgeline._num import Num, maximum
 from ridgeline._num import where as select
 from ridgeline.architecture import Architecture
 from ridgeline.checks import check_flag, check_number
@@ -216,6 +220,7 @@ class Reach:
     graph_overhead_s: float  # step_overhead_s of a decode step replayed as a CUDA graph
     half_m_tokens: float  # the profile's half_m_tokens scaled by the accelerator's tile
     host_sequence_s: float = 0.0  # the host's work a sequence a step, on this accelerator's host
+    vector_flops_per_s: float = 0.0  # a matmul of a few tokens run on the vector units (GEMV)
 
 
 @dataclass(frozen=True)
@@ -388,7 +393,19 @@ class EngineProfile:
             graph_overhead_s=self.step_overhead_s(layers, d.par.tp, graphed=True) * hw.dies,
             half_m_tokens=self.half_m_tokens * d.hw.mma_rows / REFERENCE_MMA_ROWS,
             host_sequence_s=self.host_sequence_s * d.hw.host_overhead,
+            vector_flops_per_s=self.vector_flops_per_s(hw, maths, v * self.dequant_factor(fmt, maths)),
         )
+
+    def vector_flops_per_s(self, hw: Accelerator, maths: str, factor: float) -> float:
+        """What a matmul of a few tokens reaches on the vector units, where the part has
+        matrix units apart from them: a matrix-vector kernel (cuBLAS's GEMV, llama.cpp's MMVQ)
+        does its FLOPs there, at the profile's fp32 matmul share of their peak, however few
+        tokens it has, where a tensor-core tile would pad them (small_m_rate). On a part whose
+        only units are its vector ones (Apple's GPUs, a CPU), 0: the falloff is theirs."""
+        vector = hw.peak_flops.get("fp32", 0.0)
+        if not vector or vector >= hw.peak(maths):
+            return 0.0
+        return vector * self.gemm_efficiency("fp32") * factor
 
     def weight_bytes_per_s(self, fmt: str, hw: Accelerator, vendor_memory: float) -> float:
         """The bytes a second its kernels stream weights of this format at: the bandwidth's
@@ -417,7 +434,7 @@ class EngineProfile:
         r = d.engine_reach if d.engine is self else self.reach(d)
         host = r.host_sequence_s * sequences  # the host's work this step
         overlapped = self.scheduler.overlap
-        gemm = small_m_rate(r.gemm_flops_per_s, tokens, r.half_m_tokens)
+        gemm = maximum(small_m_rate(r.gemm_flops_per_s, tokens, r.half_m_tokens), r.vector_flops_per_s)
         a = d.arch  # a routed expert's matmul sees only the tokens routed to it
         experts = (
             small_m_rate(r.expert_flops_per_s, tokens_per_expert(a, tokens), r.half_m_tokens)
