@@ -85,6 +85,25 @@ def provenance(result: dict[str, Any], prior: EngineProfile) -> dict[str, str]:
     return out
 
 
+def unfitted_gemm(result: dict[str, Any], prior: EngineProfile) -> dict[str, str]:
+    """The matmul shares the fit has no term for: fp32's, which also prices a matmul of a few
+    tokens on the vector units (a GEMV's floor under the tensor tile's falloff), and any other
+    dtype a profile states that no corpus row multiplies in."""
+    out = {}
+    for dtype, share in prior.gemm.items():
+        key = f"gemm.{dtype}"
+        if key in result["params"]:
+            continue
+        why = (
+            "the share of the vector units' peak a matrix-vector kernel of a few tokens, or an fp32 "
+            "matmul, reaches"
+            if dtype == "fp32"
+            else f"no corpus row multiplies in {dtype}"
+        )
+        out[key] = f"prior {share:.4g}: {why} (priors.toml); not fitted"
+    return out
+
+
 def fixed(prior: EngineProfile) -> dict[str, str]:
     """Where the numbers the fit leaves alone come from, when a profile sets them."""
     out = {}
@@ -141,7 +160,7 @@ def main() -> None:
         prior, res = corpus.priors()[name], results[name]
         bands = fit.bands(ratios, rows, name)
         band = {g: (b.low, b.high) for g, b in bands.items()}
-        prov = {**provenance(res, prior), **fixed(prior)}
+        prov = {**provenance(res, prior), **fixed(prior), **unfitted_gemm(res, prior)}
         for g, b in bands.items():
             lo, hi = fit.BAND_PERCENTILES
             prov[f"uncertainty.{g}"] = f"p{lo:g}, p{hi:g} of measured / predicted time: {b.made_of}"

@@ -1080,3 +1080,14 @@ def test_a_few_tokens_multiply_on_the_vector_units_not_a_padded_tensor_tile() ->
     unpack = llama.dequant_factor("w4", mac.prec.maths)
     falloff = tile * unpack / (1 + llama.half_m_tokens * mac.hw.mma_rows / 64)
     assert llama.rates(mac, 1).linear_flops_per_s == pytest.approx(falloff, rel=1e-9)
+
+
+def test_every_matmul_share_a_profile_states_says_where_it_came_from() -> None:
+    """Each of a built-in profile's gemm shares is fitted or says why not: fp32's, which also
+    sets the vector units' floor under a few tokens' matmuls, is a prior no row moves."""
+    for name, p in engines().items():
+        if name not in ("vllm", "sglang", "trtllm", "llamacpp"):
+            continue
+        for dtype in p.gemm:
+            assert f"gemm.{dtype}" in p.provenance, (name, dtype)
+        assert p.provenance["gemm.fp32"].startswith(f"prior {p.gemm['fp32']:.4g}: the share of the vector")
