@@ -75,7 +75,7 @@ def explain(
     if m.par.dp_attention:
         lines.append(_dp_attention(m, mem, batch, busiest_attention))
     if m.engine is not None and t.prefill.bound == "compute":
-        line = _sustained(m)
+        line = _sustained(m, m.engine.label)
         if line:
             lines.append(line)
     if m.engine is not None and BITS[m.prec.maths] < 16:
@@ -117,7 +117,7 @@ def _narrow_maths(m: Deployment, label: str) -> str:
 HELD_BELOW = 0.75  # a part's sustained share of its peak worth a line of its own
 
 
-def _sustained(m: Deployment) -> str:
+def _sustained(m: Deployment, label: str) -> str:
     """Where a large matmul on the part sustains well under its data sheet's peak (the
     catalogue's matmul_share: measured, or the same die's FLOP per joule at this part's board
     power), which an engine profile's compute-bound steps answer to; "" where it sustains most."""
@@ -125,7 +125,6 @@ def _sustained(m: Deployment) -> str:
     share = hw.achievable(maths)
     if share >= HELD_BELOW:
         return ""
-    label = m.engine.label if m.engine is not None else "the engine"
     return (
         f"A large {maths} matmul on {hw.name} sustains {hw.sustained(maths) / 1e12:,.0f} TFLOP/s, "
         f"{share:.0%} of the data sheet's {hw.peak(maths) / 1e12:,.0f} (the catalogue's matmul_share: "

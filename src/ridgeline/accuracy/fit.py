@@ -437,14 +437,14 @@ def bands(ratios: dict[str, float], rows: dict[str, Row], engine: str) -> dict[s
         return f"{len(ids) - checks} held-out corpus rows and {checks} of the check sources"
 
     pools = corpus.band_pools()
-    kind = pools.get(engine)
+    kind = pools.get(engine, engine)
     by_regime: dict[str, list[str]] = {}
     for i in sorted(ratios):
         by_regime.setdefault(rows[i].regime, []).append(i)
     out = {}
     for regime, ids in by_regime.items():
         mine = [i for i in ids if rows[i].engine == engine]
-        kin = [i for i in ids if kind is not None and pools.get(rows[i].engine) == kind]
+        kin = [i for i in ids if pools.get(rows[i].engine, rows[i].engine) == kind]
         if len(mine) >= MIN_BAND_ROWS:
             out[regime] = band(mine, f"{count(mine)} of {engine}")
         elif len(kin) >= MIN_BAND_ROWS:
