@@ -5,6 +5,8 @@ unified memory, which llama.cpp alone of the profiles runs on."""
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import replace
 
 import pytest
@@ -137,18 +139,70 @@ def test_llamacpp_on_apple_reads_the_held_out_table(gpu: str) -> None:
 # matmuls at their 700 W board power ("H200 is the same" in bf16).
 H100_MAMF = {"bf16": 794.5e12, "fp8": 1402.6e12}
 H200_MAMF = {"bf16": 794.5e12, "fp8": 1453.4e12}
+# GH100 on a 350 W PCIe board, bf16: an H100 PCIe and an H800 PCIe in zzc0721/torch-performance-
+# test-data's table, and chsasank/device-benchmarks' H100 PCIe
+PCIE_350W = statistics.median([495.93e12, 503.83e12, 449e12])
+
+
+def test_the_h100_pcie_sustains_its_boards_measured_rate() -> None:
+    """The median of three 350 W boards, of the 756 TFLOP/s the data sheet states."""
+    assert get_accelerator("h100-pcie").matmul_share["bf16"] == pytest.approx(PCIE_350W / 756e12, rel=1e-3)
 
 
 @pytest.mark.parametrize(
-    ("gpu", "watts", "mamf"),
+    ("gpu", "watts", "at_700w"),
     [("h100-pcie", 350, H100_MAMF), ("h100-nvl", 400, H100_MAMF), ("h200-nvl", 600, H200_MAMF)],
 )
-def test_a_gh100_part_on_less_power_sustains_the_sxms_flop_per_joule(
-    gpu: str, watts: int, mamf: dict[str, float]
+def test_a_gh100_board_on_less_power_follows_the_measured_boards_power_law(
+    gpu: str, watts: int, at_700w: dict[str, float]
 ) -> None:
+    """The die's rate on a 350 W board (the PCIe boards) and on a 700 W one (MAMF's SXM) fix
+    an exponent, rate ~ watts ^ a; each dtype of a board no table measures sits on it, from
+    its rate at 700 W."""
+    a = math.log(H100_MAMF["bf16"] / PCIE_350W) / math.log(700 / 350)
     hw = get_accelerator(gpu)
-    for dtype, rate in mamf.items():
-        assert hw.matmul_share[dtype] == pytest.approx(rate * watts / 700 / hw.peak_flops[dtype], rel=1e-3)
+    for dtype, rate in at_700w.items():
+        assert hw.matmul_share[dtype] == pytest.approx(
+            rate * (watts / 700) ** a / hw.peak_flops[dtype], rel=2e-3
+        )
+
+
+# zzc0721/torch-performance-test-data database.md @9d82827d: torch matmul TFLOP/s of bf16
+# (of fp16 on a T4), the best of five square sizes, each board listed
+TORCH_MATMUL = {
+    "l40s": [269.15],
+    "l4": [70.89],
+    "rtx-a6000": [123.34],
+    "rtx-pro-6000": [417.98, 409.42],  # Workstation, Server Edition
+    "rtx-3090": [76.34, 76.68, 76.58],
+    "rtx-4090": [170.06, 173.31, 162.39, 163.09, 165.71, 164.81],  # the 24 GB boards
+    "rtx-5090": [236.03, 242.18, 221.65, 240.05],  # not the 5090 D
+    "t4": [41.91, 42.71, 41.93],
+}
+
+
+@pytest.mark.parametrize("gpu", sorted(TORCH_MATMUL))
+def test_a_part_the_mamf_table_lacks_sustains_its_measured_torch_matmul(gpu: str) -> None:
+    """The median board's rate, of the data sheet's peak: above 1 on a GeForce part, whose
+    half-rate fp32-accumulate matmuls its board holds past the sheet's boost clock."""
+    hw = get_accelerator(gpu)
+    dtype = "fp16" if gpu == "t4" else "bf16"
+    measured = statistics.median(TORCH_MATMUL[gpu]) * 1e12
+    assert hw.matmul_share[dtype] == pytest.approx(measured / hw.peak_flops[dtype], rel=1e-3)
+
+
+def test_a_geforce_parts_full_rate_dtypes_do_not_take_its_half_rate_share() -> None:
+    """A GeForce part's bf16 (fp32 accumulate) runs at half its tensor cores' rate; fp16
+    accumulate, fp8 and int8 run at the full rate and draw its power: unmeasured, they keep
+    the median's 0.80. The RTX 6000 Ada and the L40, the L40S's AD102 at less power, take the
+    L40S's."""
+    for gpu, full_rate in (("rtx-3090", ("fp16acc16", "int8")), ("rtx-4090", ("fp16acc16", "fp8", "int8"))):
+        hw = get_accelerator(gpu)
+        assert hw.achievable("bf16") > 0.99
+        assert all(hw.achievable(d) == 0.80 for d in full_rate)
+    assert get_accelerator("rtx-5090").achievable("fp4") == 0.80
+    for gpu in ("rtx-6000-ada", "l40"):
+        assert get_accelerator(gpu).matmul_share == get_accelerator("l40s").matmul_share
 
 
 def test_the_rtx_pro_6000s_peaks_follow_its_sms_and_clock() -> None:

@@ -1054,21 +1054,22 @@ def test_llama_cpps_f16_decode_on_hbm_reads_the_published_rate_through_its_cores
 def test_a_few_tokens_multiply_on_the_vector_units_not_a_padded_tensor_tile() -> None:
     """At one token a pass, vLLM's int4 matmuls on an RTX 3090 run as a matrix-vector kernel
     on its CUDA cores: 35.6 TFLOP/s of fp32 (the data sheet) x gemm.fp32 x dequant.w4. A
-    tensor tile padded to 64 rows would reach 71 TFLOP/s (bf16, fp32 accumulate) x 0.8 x
-    gemm.bf16 x dequant.w4 / (1 + half_m): less, and batch-1 decode would turn compute-bound,
-    which no GEMV is. At 512 tokens the tensor cores win; an M2 Ultra, whose only units are
-    its vector ones, keeps the falloff."""
+    tensor tile padded to 64 rows would reach 71 TFLOP/s (bf16, fp32 accumulate) x its
+    measured matmul_share x gemm.bf16 x dequant.w4 / (1 + half_m): less, and batch-1 decode
+    would turn compute-bound, which no GEMV is. At 512 tokens the tensor cores win; an M2
+    Ultra, whose only units are its vector ones, keeps the falloff."""
     from ridgeline.deployment import Deployment
     from ridgeline.step import decode_step
 
     p = engines()["vllm"]
     d = Deployment.build("llama-3.1-8b", "rtx-3090", engine="vllm", weights="int4")
     vector = 35.6e12 * p.gemm["fp32"] * p.dequant["w4"]
-    padded = 71e12 * 0.8 * p.gemm["bf16"] * p.dequant["w4"] / (1 + p.half_m_tokens)
+    tile = 71e12 * d.hw.matmul_share["bf16"] * p.gemm["bf16"] * p.dequant["w4"]
+    padded = tile / (1 + p.half_m_tokens)
     assert padded < vector
     assert p.rates(d, 1).linear_flops_per_s == pytest.approx(vector, rel=1e-9)
     assert decode_step(d, 128).bound == "memory"
-    large = 71e12 * 0.8 * p.gemm["bf16"] * p.dequant["w4"] * 512 / (512 + p.half_m_tokens)
+    large = tile * 512 / (512 + p.half_m_tokens)
     assert p.rates(d, 512).linear_flops_per_s == pytest.approx(large, rel=1e-9)
     mac = Deployment.build("llama-3.1-8b", "m2-ultra", engine="llamacpp", weights="int4")
     llama = engines()["llamacpp"]

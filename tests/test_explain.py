@@ -244,16 +244,16 @@ def test_a_two_die_gpu_says_it_pays_each_steps_launches_twice() -> None:
 
 
 def test_a_part_whose_matmuls_sustain_well_under_its_peak_says_so() -> None:
-    """An H100 PCIe sustains the H100 SXM's measured 794.5 bf16 TFLOP/s per 700 W at its own
-    350 W: 397 of its 756. Under an engine, a compute-bound prefill there says so, with the
-    catalogue's figures; an H100 SXM (80%), a decode-only estimate's memory-bound prefill and
-    an estimate without an engine say nothing of it."""
+    """An H100 PCIe's board, at 350 W, sustains 495.9 bf16 TFLOP/s in a torch matmul (the
+    median of three boards): 66% of its 756. Under an engine, a compute-bound prefill there
+    says so, with the catalogue's figures; an H100 SXM (80%), a decode-only estimate's
+    memory-bound prefill and an estimate without an engine say nothing of it."""
     pcie = estimate("llama-3.1-8b", "h100-pcie", engine="vllm", prompt=2048)
     assert pcie.prefill.bound == "compute"
     said = [line for line in pcie.explain if "sustains" in line]
     assert said == [
-        f"A large bf16 matmul on h100-pcie sustains {794.5 * 350 / 700:,.0f} TFLOP/s, "
-        f"{794.5 * 350 / 700 / 756:.0%} of the data sheet's 756 (the catalogue's matmul_share: under "
+        f"A large bf16 matmul on h100-pcie sustains {495.93:,.0f} TFLOP/s, "
+        f"{495.93 / 756:.0%} of the data sheet's 756 (the catalogue's matmul_share: under "
         "that load its board power, heat and kernels hold it below the boost clock the peak assumes), "
         "and vLLM's kernels reach their shares of that: prefill answers to it."
     ]

@@ -119,8 +119,8 @@ HELD_BELOW = 0.75  # a part's sustained share of its peak worth a line of its ow
 
 def _sustained(m: Deployment, label: str) -> str:
     """Where a large matmul on the part sustains well under its data sheet's peak (the
-    catalogue's matmul_share: measured, or the same die's FLOP per joule at this part's board
-    power), which an engine profile's compute-bound steps answer to; "" where it sustains most."""
+    catalogue's matmul_share: measured, or the same die's measured boards' rate at this
+    board's power), which an engine profile's compute-bound steps answer to; "" where it sustains most."""
     hw, maths = m.hw, m.prec.maths
     share = hw.achievable(maths)
     if share >= HELD_BELOW:

@@ -35,6 +35,9 @@ LINKS = ("nvlink", "pcie", "xgmi", "none")
 FALLBACK = {"fp16": ("bf16",), "bf16": ("fp16",), "fp16acc16": ("fp16", "bf16")}  # same-rate dtypes
 # a narrow dtype whose matmul share is not measured takes fp8's (other dtypes: FALLBACK's, bf16's)
 SHARE_FALLBACK = {"fp4": ("fp8",), "int8": ("fp8",)}
+# a large matmul's share of the data sheet's peak: above 1 where a board boosts past the clock
+# the sheet assumes (a GeForce part's half-rate fp32-accumulate matmuls: 1.14 on an RTX 5090)
+MAX_MATMUL_SHARE = 1.25
 REFERENCE_MMA_ROWS = 64  # a tensor-core tile's rows where none is stated (Hopper's wgmma)
 MAX_MMA_ROWS = 1024
 # words of a vendor's or product line's that a GPU's name may carry and --gpu ignores
@@ -213,7 +216,9 @@ def _shares(name: str, table: Any, where: str) -> dict[str, float]:
         )
     for k, v in table.items():
         if isinstance(v, bool):
-            raise RidgelineError(f"{name} matmul_share.{k} must be a share in (0, 1], got {v}")
+            raise RidgelineError(
+                f"{name} matmul_share.{k} must be a share in (0, {MAX_MATMUL_SHARE:g}], got {v}"
+            )
     return {str(k): _figure(f"{name} matmul_share.{k}", v, where) for k, v in table.items()}
 
 
@@ -284,8 +289,10 @@ def check_accelerator(acc: Accelerator) -> None:
     _within(f"{name} bandwidth_bytes_per_s", acc.bandwidth_bytes_per_s, BANDWIDTH_RANGE)
     _within(f"{name} memory_bytes", acc.memory_bytes, MEMORY_RANGE)
     for dtype, share in acc.matmul_share.items():
-        if not 0.0 < share <= 1.0:
-            raise RidgelineError(f"{name} matmul_share.{dtype} must be a share in (0, 1], got {share:g}")
+        if not 0.0 < share <= MAX_MATMUL_SHARE:
+            raise RidgelineError(
+                f"{name} matmul_share.{dtype} must be a share in (0, {MAX_MATMUL_SHARE:g}], got {share:g}"
+            )
     _within(f"{name} interconnect_bytes_per_s", acc.interconnect_bytes_per_s, (0.0, BANDWIDTH_RANGE[1]))
     check_price(f"{name} price_per_hour_usd", acc.price_per_hour_usd)
     if acc.link not in ("", *LINKS):
