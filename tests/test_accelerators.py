@@ -194,15 +194,24 @@ def test_a_part_the_mamf_table_lacks_sustains_its_measured_torch_matmul(gpu: str
 def test_a_geforce_parts_full_rate_dtypes_do_not_take_its_half_rate_share() -> None:
     """A GeForce part's bf16 (fp32 accumulate) runs at half its tensor cores' rate; fp16
     accumulate, fp8 and int8 run at the full rate and draw its power: unmeasured, they keep
-    the median's 0.80. The RTX 6000 Ada and the L40, the L40S's AD102 at less power, take the
-    L40S's."""
+    the median's 0.80."""
     for gpu, full_rate in (("rtx-3090", ("fp16acc16", "int8")), ("rtx-4090", ("fp16acc16", "fp8", "int8"))):
         hw = get_accelerator(gpu)
         assert hw.achievable("bf16") > 0.99
         assert all(hw.achievable(d) == 0.80 for d in full_rate)
     assert get_accelerator("rtx-5090").achievable("fp4") == 0.80
-    for gpu in ("rtx-6000-ada", "l40"):
-        assert get_accelerator(gpu).matmul_share == get_accelerator("l40s").matmul_share
+
+
+def test_the_rtx_6000_ada_sustains_the_l40s_rate_at_its_own_power() -> None:
+    """The L40S's AD102 (142 SMs, 350 W) on a 300 W board: its measured 269.15 TFLOP/s scaled
+    by the power law of the GH100 boards (the same TSMC 4N process). The L40, the same die at
+    300 W, multiplies at half the L40S's rate with fp32 accumulate: unmeasured, the median."""
+    a = math.log(H100_MAMF["bf16"] / PCIE_350W) / math.log(700 / 350)
+    ada = get_accelerator("rtx-6000-ada")
+    assert ada.sustained("bf16") == pytest.approx(269.15e12 * (300 / 350) ** a, rel=1e-3)
+    half = get_accelerator("l40s").peak_flops["bf16"] / 2
+    assert get_accelerator("l40").peak_flops["bf16"] == pytest.approx(half, rel=1e-3)
+    assert get_accelerator("l40").matmul_share == {"bf16": 0.80}
 
 
 def test_the_rtx_pro_6000s_peaks_follow_its_sms_and_clock() -> None:

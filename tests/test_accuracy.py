@@ -20,10 +20,10 @@ from ridgeline import ledger
 from ridgeline.accuracy import corpus, fit, report
 from ridgeline.engines import builtin_engines
 
-# leave-one-source-out median |error| over the corpus (measured 9.43%; 8.08% over the 239 rows
+# leave-one-source-out median |error| over the corpus (measured 9.43%; 8.03% over the 239 rows
 # before llama.cpp's runs on twelve accelerators, X01-X70, joined, which read 8.22% then)
 HELD_OUT_MEDIAN = 0.10
-IN_SAMPLE_MEDIAN = 0.08  # the fitted profiles on their own rows (measured 7.09%)
+IN_SAMPLE_MEDIAN = 0.08  # the fitted profiles on their own rows (measured 6.98%)
 BAND_COVERAGE = (0.70, 0.90)  # the share of held-out rows inside their band (measured 86.9%)
 UNSEEN_COVERAGE = (0.65, 0.90)  # of the check sources' rows, in bands rebuilt without each (measured 76.7%)
 # Of every source's rows, corpus and checks, in bands rebuilt without that source: what the
@@ -45,7 +45,8 @@ SOURCE_COVERAGE = (0.75, 0.85)
 # work where that is the longer, GB200's Grace; 9.1% once llama.cpp's runs on twelve
 # accelerators joined and its matrix-vector kernels streamed what their cores keep in flight;
 # 9.0% once the H100 PCIe took the H100 SXM's FLOP per joule; 8.5% once the parts the MAMF
-# table lacks took a measured torch matmul's rate: see the README's accuracy notes)
+# table lacks took a measured torch matmul's rate, and the RTX 6000 Ada the L40S's at its
+# power: see the README's accuracy notes)
 LATER = (
     {f"K{i:02d}" for i in range(4, 30)}
     | {f"M{i:02d}" for i in range(1, 11)}
