@@ -231,11 +231,12 @@ def test_tensorrt_llm_on_an_h100_pcie_reads_nvidias_stated_throughput() -> None:
     """NVIDIA stated 17,500 output tokens/s for TensorRT-LLM 0.20 serving Llama 3.1 8B in FP8,
     128 tokens in and 128 out, on one H100 PCIe (TensorRT-LLM issue 6294); no corpus row is on
     that part. The corpus's run of the same on an H100 SXM (D23), moved to the PCIe part, reads
-    it within 20% (31% fast while the part took the unmeasured parts' 0.80)."""
+    it within 10% (+2% at its boards' measured matmul rate; 31% fast while the part took the
+    unmeasured parts' 0.80, 16% slow at the SXM's FLOP per joule)."""
     sxm = next(r for r in corpus.rows() if r.id == "D23")
     assert (sxm.model, sxm.weights, sxm.input, sxm.output) == ("llama-3.1-8b", "fp8", 128, 128)
     pcie = replace(sxm, gpu="h100-pcie", measured=17_500.0)
-    assert corpus.predict(pcie, builtin_engines()["trtllm"]) == pytest.approx(17_500, rel=0.2)
+    assert corpus.predict(pcie, builtin_engines()["trtllm"]) == pytest.approx(17_500, rel=0.1)
 
 
 def test_search_takes_apple_parts_only_when_named() -> None:
