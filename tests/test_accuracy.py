@@ -82,13 +82,14 @@ def test_held_out_error_stays_where_it_was_measured(checked: list[report.Checked
 
 
 def test_few_rows_are_far_off(checked: list[report.Checked]) -> None:
-    """The issue's target is none more than 40% off: held out, 10 rows still are (F15, K11,
-    N07, N14, F16; and llama.cpp's X18, X20, X35, X41 and X45, whose source alone has HBM
-    parts, so that left out its cores' bound falls back to its prior; 6 with D30 before a step
-    waited on GB200's host, 13 before SGLang's and TensorRT-LLM's overlapped scheduling), and
-    in-sample two (F15, and X18, the F16 prompts of the power-capped RTX 6000 Ada; X48's on the
-    H100 PCIe, +83%, until it took the H100 SXM's FLOP per joule)."""
-    assert sum(abs(c.held_out_error) > 0.4 for c in checked) <= 10
+    """The issue's target is none more than 40% off: held out, 9 rows still are (F15, K11,
+    N07, N14, F16; and llama.cpp's X35, X41 and X45, whose source alone has HBM parts, so that
+    left out its cores' bound falls back to its prior, and X48; 10 before the parts the MAMF
+    table lacks took measured matmul rates, 6 with D30 before a step waited on GB200's host,
+    13 before SGLang's and TensorRT-LLM's overlapped scheduling), and in-sample two (F15, and
+    X48, llama.cpp's F16 prompt on the H100 PCIe, +52% at its boards' measured matmul rate;
+    X18's on the RTX 6000 Ada read +48% until it took the L40S's rate at its 300 W)."""
+    assert sum(abs(c.held_out_error) > 0.4 for c in checked) <= 9
     assert sum(abs(c.error) > 0.4 for c in checked) <= 2
 
 
