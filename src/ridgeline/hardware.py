@@ -21,6 +21,7 @@ from ridgeline.checks import (
     PEAK_FLOPS_RANGE,
     check_flag,
     check_number,
+    check_positive,
     check_price,
     check_size,
 )
@@ -214,12 +215,10 @@ def _shares(name: str, table: Any, where: str) -> dict[str, float]:
         raise RidgelineError(
             f"accelerator {name!r} in {where}: matmul_share must be a table such as {{ bf16 = 0.8 }}"
         )
-    for k, v in table.items():
-        if isinstance(v, bool):
-            raise RidgelineError(
-                f"{name} matmul_share.{k} must be a share in (0, {MAX_MATMUL_SHARE:g}], got {v}"
-            )
-    return {str(k): _figure(f"{name} matmul_share.{k}", v, where) for k, v in table.items()}
+    return {
+        str(k): check_positive(f"{name} matmul_share.{k} in {where}", v, hi=MAX_MATMUL_SHARE)
+        for k, v in table.items()
+    }
 
 
 def _aliases(name: str, value: Any, where: str) -> tuple[str, ...]:
@@ -289,10 +288,7 @@ def check_accelerator(acc: Accelerator) -> None:
     _within(f"{name} bandwidth_bytes_per_s", acc.bandwidth_bytes_per_s, BANDWIDTH_RANGE)
     _within(f"{name} memory_bytes", acc.memory_bytes, MEMORY_RANGE)
     for dtype, share in acc.matmul_share.items():
-        if not 0.0 < share <= MAX_MATMUL_SHARE:
-            raise RidgelineError(
-                f"{name} matmul_share.{dtype} must be a share in (0, {MAX_MATMUL_SHARE:g}], got {share:g}"
-            )
+        check_positive(f"{name} matmul_share.{dtype}", share, hi=MAX_MATMUL_SHARE)
     _within(f"{name} interconnect_bytes_per_s", acc.interconnect_bytes_per_s, (0.0, BANDWIDTH_RANGE[1]))
     check_price(f"{name} price_per_hour_usd", acc.price_per_hour_usd)
     if acc.link not in ("", *LINKS):

@@ -193,13 +193,15 @@ def priors() -> dict[str, EngineProfile]:
     and what a parameter no row moves stays at."""
     from ridgeline.engines import profile_from_entry
 
-    where = "data/corpus/priors.toml"
-    return {name: profile_from_entry(name, entry, where) for name, entry in _priors_toml().items()}
+    return {name: profile_from_entry(name, entry, PRIORS) for name, entry in _priors_toml().items()}
+
+
+PRIORS = "data/corpus/priors.toml"  # where the priors are, as messages name it
 
 
 @lru_cache(maxsize=1)
 def _priors_toml() -> dict[str, Any]:
-    return _files.parse(_files.package_text("corpus", "priors.toml"), "data/corpus/priors.toml")
+    return _files.parse(_files.package_text("corpus", "priors.toml"), PRIORS)
 
 
 def band_pools() -> dict[str, str]:
