@@ -123,6 +123,11 @@ def fixed(prior: EngineProfile) -> dict[str, str]:
             f"fixed: the maths its kernels run for weights of a dtype when none is asked, {kernels} "
             "(priors.toml)"
         )
+    if prior.warp_mma_only:
+        out["warp_mma_only"] = (
+            "fixed: every matmul it runs, 16-bit ones too, keeps dequant_async on a part that needs "
+            "asynchronous MMA (priors.toml)"
+        )
     if prior.host_sequence_s:
         out["host_sequence_s"] = (
             f"fixed {prior.host_sequence_s:.4g}: a step's host work a sequence, TensorRT-LLM pull request "

@@ -20,10 +20,10 @@ from ridgeline import ledger
 from ridgeline.accuracy import corpus, fit, report
 from ridgeline.engines import builtin_engines
 
-# leave-one-source-out median |error| over the corpus (measured 9.43%; 8.03% over the 239 rows
+# leave-one-source-out median |error| over the corpus (measured 9.34%; 8.03% over the 239 rows
 # before llama.cpp's runs on twelve accelerators, X01-X70, joined, which read 8.22% then)
 HELD_OUT_MEDIAN = 0.10
-IN_SAMPLE_MEDIAN = 0.08  # the fitted profiles on their own rows (measured 6.98%)
+IN_SAMPLE_MEDIAN = 0.08  # the fitted profiles on their own rows (measured 6.97%)
 BAND_COVERAGE = (0.70, 0.90)  # the share of held-out rows inside their band (measured 86.9%)
 UNSEEN_COVERAGE = (0.65, 0.90)  # of the check sources' rows, in bands rebuilt without each (measured 76.7%)
 # Of every source's rows, corpus and checks, in bands rebuilt without that source: what the
@@ -82,15 +82,16 @@ def test_held_out_error_stays_where_it_was_measured(checked: list[report.Checked
 
 
 def test_few_rows_are_far_off(checked: list[report.Checked]) -> None:
-    """The issue's target is none more than 40% off: held out, 9 rows still are (F15, K11,
+    """The issue's target is none more than 40% off: held out, 8 rows still are (F15, K11,
     N07, N14, F16; and llama.cpp's X35, X41 and X45, whose source alone has HBM parts, so that
-    left out its cores' bound falls back to its prior, and X48; 10 before the parts the MAMF
-    table lacks took measured matmul rates, 6 with D30 before a step waited on GB200's host,
-    13 before SGLang's and TensorRT-LLM's overlapped scheduling), and in-sample two (F15, and
-    X48, llama.cpp's F16 prompt on the H100 PCIe, +52% at its boards' measured matmul rate;
-    X18's on the RTX 6000 Ada read +48% until it took the L40S's rate at its 300 W)."""
-    assert sum(abs(c.held_out_error) > 0.4 for c in checked) <= 9
-    assert sum(abs(c.error) > 0.4 for c in checked) <= 2
+    left out its cores' bound falls back to its prior; 9 with X48 before every llama.cpp
+    matmul on Hopper kept the warp-level MMA's rate, 10 before the parts the MAMF table lacks
+    took measured matmul rates, 6 with D30 before a step waited on GB200's host, 13 before
+    SGLang's and TensorRT-LLM's overlapped scheduling), and in-sample one (F15; X48,
+    llama.cpp's F16 prompt on the H100 PCIe, read +52% until then, X18's on the RTX 6000 Ada
+    +48% until it took the L40S's rate at its 300 W)."""
+    assert sum(abs(c.held_out_error) > 0.4 for c in checked) <= 8
+    assert sum(abs(c.error) > 0.4 for c in checked) <= 1
 
 
 def test_the_fit_beats_its_priors_on_sources_it_never_saw(checked: list[report.Checked]) -> None:

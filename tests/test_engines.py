@@ -625,6 +625,31 @@ def test_a_routed_expert_sees_the_tokens_of_the_experts_a_step_touches(
     assert matmul_s(skinny) == pytest.approx(64 * matmul_s(flat), rel=1e-9)
 
 
+def assert_matmuls_halved_on_an_h100(
+    capsys: pytest.CaptureFixture[str],
+    plain: str,
+    halved: str,
+    weights: str,
+    untouched: tuple[tuple[str, str], ...],
+) -> None:
+    """A compute-bound 4,000-token prefill of Llama 3.1 8B in `weights` on an H100 takes its
+    matmul time (its compute time but attention's, at the bf16 matmul rate) longer under the
+    profile `halved` than under `plain`; each (gpu, weights) of `untouched` takes as long."""
+
+    def prefill(engine: str, gpu: str, weights: str) -> Any:
+        shape = ("--model", "llama-3.1-8b", "--gpu", gpu, "--prompt-tokens", "4000", "--weights", weights)
+        return run_json(capsys, "estimate", *shape, "--engine", engine)["prefill"]
+
+    before, after = prefill(plain, "h100-sxm", weights), prefill(halved, "h100-sxm", weights)
+    assert before["bound"] == "compute"
+    matmul_s = before["compute_s"] - before["attention_flops"] / H100_SXM_BF16_MATMUL
+    assert after["compute_s"] == pytest.approx(before["compute_s"] + matmul_s, rel=1e-9)
+    for gpu, kind in untouched:
+        assert prefill(halved, gpu, kind)["compute_s"] == pytest.approx(
+            prefill(plain, gpu, kind)["compute_s"], rel=1e-12
+        )
+
+
 def test_weight_only_matmuls_lose_more_on_a_part_that_needs_asynchronous_mma(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -635,19 +660,28 @@ def test_weight_only_matmuls_lose_more_on_a_part_that_needs_asynchronous_mma(
     hopper = write_profile(
         tmp_path, PERFECT.replace("experts = 1.0 }", "experts = 1.0, dequant_async = 0.5 }")
     )
+    untouched = (("a100-80gb-sxm", "int4"), ("h100-sxm", "bf16"))
+    assert_matmuls_halved_on_an_h100(capsys, plain, hopper, "int4", untouched)
 
-    def prefill(engine: str, gpu: str, weights: str = "int4") -> Any:
-        shape = ("--model", "llama-3.1-8b", "--gpu", gpu, "--prompt-tokens", "4000", "--weights", weights)
-        return run_json(capsys, "estimate", *shape, "--engine", engine)["prefill"]
 
-    before, after = prefill(plain, "h100-sxm"), prefill(hopper, "h100-sxm")
-    assert before["bound"] == "compute"
-    matmul_s = before["compute_s"] - before["attention_flops"] / H100_SXM_BF16_MATMUL
-    assert after["compute_s"] == pytest.approx(before["compute_s"] + matmul_s, rel=1e-9)
-    for gpu, weights in (("a100-80gb-sxm", "int4"), ("h100-sxm", "bf16")):
-        assert prefill(hopper, gpu, weights)["compute_s"] == pytest.approx(
-            prefill(plain, gpu, weights)["compute_s"], rel=1e-12
-        )
+def test_a_warp_mma_only_profile_loses_it_on_every_matmul(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """warp_mma_only = true with dequant_async = 0.5 (llama.cpp's kernels): bf16 weights on an
+    H100 run their matmuls at half the rate too, so a 4,000-token prefill takes its matmul
+    time again; attention and an A100 are untouched; int4 weights lose it once, not twice;
+    "yes" is refused in one line that names the field."""
+    halved = "experts = 1.0, dequant_async = 0.5"
+    plain = write_profile(tmp_path, PERFECT.replace("experts = 1.0 }", halved + " }"), "plain.toml")
+    warp = write_profile(tmp_path, PERFECT.replace("experts = 1.0 }", halved + ", warp_mma_only = true }"))
+    untouched = (("a100-80gb-sxm", "bf16"), ("h100-sxm", "int4"))
+    assert_matmuls_halved_on_an_h100(capsys, plain, warp, "bf16", untouched)
+    bad = write_profile(
+        tmp_path, PERFECT.replace("experts = 1.0 }", 'experts = 1.0, warp_mma_only = "yes" }'), "bad.toml"
+    )
+    assert main(["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", bad]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "warp_mma_only" in err
 
 
 def test_grouped_expert_matmuls_lose_more_on_a_part_that_needs_asynchronous_mma(

@@ -263,3 +263,36 @@ def test_a_part_whose_matmuls_sustain_well_under_its_peak_says_so() -> None:
         estimate("llama-3.1-8b", "h100-pcie", prompt=2048),
     ):
         assert not any("sustains" in line for line in quiet.explain)
+
+
+def test_an_engine_at_the_warp_level_rate_on_hopper_says_so() -> None:
+    """llama.cpp's profile says warp_mma_only: on an H100 (wgmma) its 16-bit matmuls keep its
+    dequant_async too, and a compute-bound prefill says so with the profile's figure, which is
+    the prefill's own: its matmuls run at that share of what the same profile without the flag
+    reaches, its attention as fast. An A100 (warp-level MMA is its full rate), vLLM on the
+    H100 and weights llama.cpp unpacks (Q4) say nothing of it."""
+    from dataclasses import replace
+
+    from ridgeline.engines import builtin_engines
+
+    profile = builtin_engines()["llamacpp"]
+    assert profile.warp_mma_only and profile.dequant_async < 1.0
+    h100 = estimate("llama-3.1-8b", "h100-sxm", engine="llamacpp", prompt=4096, output=1)
+    assert h100.prefill.bound == "compute"
+    said = [line for line in h100.explain if "asynchronous MMA" in line]
+    assert said == [
+        "h100-sxm's tensor cores reach their full rate only through asynchronous MMA, and "
+        "llama.cpp's matmuls reach what the warp-level MMA does there: "
+        f"{profile.dequant_async:.0%} of their share (its profile's dequant_async), its 16-bit ones too."
+    ]
+    flat = estimate(
+        "llama-3.1-8b", "h100-sxm", engine=replace(profile, warp_mma_only=False), prompt=4096, output=1
+    )
+    # the matmuls take 1/dequant_async as long, attention as long as without the flag
+    assert flat.prefill.compute_s < h100.prefill.compute_s < flat.prefill.compute_s / profile.dequant_async
+    for quiet in (
+        estimate("llama-3.1-8b", "a100-80gb-sxm", engine="llamacpp", prompt=4096, output=1),
+        estimate("llama-3.1-8b", "h100-sxm", engine="vllm", prompt=4096, output=1),
+        estimate("llama-3.1-8b", "h100-sxm", engine="llamacpp", weights="int4", prompt=4096, output=1),
+    ):
+        assert not any("asynchronous MMA" in line for line in quiet.explain)

@@ -30,7 +30,8 @@ and falls short of the roofline for reasons each of which has a physical term he
                        (weight-only formats unpack every weight inside the matmul),
                        x dequant_async as well on a part that needs asynchronous MMA
                        (the catalogue's async_mma: unpacked weights feed Ampere's warp-level
-                       MMA, not Hopper's wgmma)
+                       MMA, not Hopper's wgmma; every matmul does where the profile says
+                       warp_mma_only: llama.cpp's kernels)
                        but the dense matmuls at least vector FLOP/s = fp32 peak x gemm[fp32]
                        x vendor (x dequant for narrow weights) where the part has matrix units
                        apart from its vector ones: a pass of a few tokens runs as a
@@ -253,6 +254,9 @@ class EngineProfile:
     front_end_s: dict[str, float] = field(default_factory=dict)  # first_token_s behind another front end
     sinks: float = 1.0  # attention with sinks against attention without (its kernels), before Hopper
     dequant_async: float = 1.0  # and a weight-only matmul's on a part that needs asynchronous MMA
+    # whether every tensor-core matmul it runs, not only a weight-only one, keeps dequant_async
+    # there: kernels that reach what the warp-level MMA does on such a part (llama.cpp's)
+    warp_mma_only: bool = False
     experts_async: float = 1.0  # and the grouped expert matmuls' on a part that needs asynchronous MMA
     expert_half_width: float = 0.0  # the expert width at which its matmuls reach half their rate (0: none)
     graph: float = 1.0  # the share of the per-layer cost a decode step captured as a CUDA graph pays
@@ -335,10 +339,19 @@ class EngineProfile:
         dtype (int4 weights into fp16 maths); 1 when weights and maths are as wide. On a part
         whose full rate needs asynchronous MMA (Hopper, datacentre Blackwell), it keeps
         dequant_async of that again: weights unpacked in registers feed the warp-level MMA
-        of the generation before, not the asynchronous one."""
+        of the generation before, not the asynchronous one. So does a matmul of weights as
+        wide as the maths where the engine's kernels all reach only what the warp-level MMA
+        does there (warp_mma_only)."""
+        late = self.dequant_async if async_mma and self.warp_mma(fmt, maths) else 1.0
         if FORMAT_BITS[fmt] >= BITS[maths]:
-            return 1.0
-        return self.dequant.get(fmt, 1.0) * (self.dequant_async if async_mma else 1.0)
+            return late
+        return self.dequant.get(fmt, 1.0) * late
+
+    def warp_mma(self, fmt: str, maths: str) -> bool:
+        """Whether its matmuls of these weights under this maths run at the warp-level MMA's
+        rate on a part that needs asynchronous MMA: a weight-only format's, or every one
+        where the profile says warp_mma_only."""
+        return self.warp_mma_only or FORMAT_BITS[fmt] < BITS[maths]
 
     def resident_expert_factor(self, d: Deployed) -> float:
         """What a MoE's routed experts hold in memory against their stored bytes: more when
@@ -505,7 +518,9 @@ class EngineProfile:
         if self.streams(fmt, hw):
             keys.append(f"stream.{fmt}")
         if self.dequant_factor(fmt, maths) != 1.0:
-            keys += [f"dequant.{fmt}", *(["dequant_async"] if hw.async_mma else [])]
+            keys.append(f"dequant.{fmt}")
+        if hw.async_mma and self.warp_mma(fmt, maths):
+            keys.append("dequant_async")
         if a.is_moe:
             keys += ["experts", "expert_half_width", "moe_layer"]
             keys += ["experts_async"] if hw.async_mma else []
@@ -688,6 +703,7 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         experts=_num(w, "compute.experts", compute.get("experts", 1.0), _FRACTION),
         sinks=_num(w, "compute.sinks", compute.get("sinks", 1.0), _FRACTION),
         dequant_async=_num(w, "compute.dequant_async", compute.get("dequant_async", 1.0), _FRACTION),
+        warp_mma_only=check_flag(f"{w}: compute.warp_mma_only", compute.get("warp_mma_only", False)),
         experts_async=_num(w, "compute.experts_async", compute.get("experts_async", 1.0), _FRACTION),
         expert_half_width=_num(
             w, "compute.expert_half_width", compute.get("expert_half_width", 0.0), (0.0, 1e5)
@@ -802,6 +818,7 @@ def profile_to_toml(p: EngineProfile) -> str:
                 "expert_half_width": p.expert_half_width,
                 "dequant": p.dequant,
                 "dequant_async": p.dequant_async,
+                **({"warp_mma_only": True} if p.warp_mma_only else {}),
             }
         ),
         "memory = "

@@ -75,9 +75,7 @@ def explain(
     if m.par.dp_attention:
         lines.append(_dp_attention(m, mem, batch, busiest_attention))
     if m.engine is not None and t.prefill.bound == "compute":
-        line = _sustained(m, m.engine.label)
-        if line:
-            lines.append(line)
+        lines += [line for line in (_sustained(m, m.engine.label), _warp_mma(m)) if line]
     if m.engine is not None and BITS[m.prec.maths] < 16:
         lines.append(_narrow_maths(m, m.engine.label))
     if m.engine is not None and d.bound == "memory":
@@ -130,6 +128,22 @@ def _sustained(m: Deployment, label: str) -> str:
         f"{share:.0%} of the data sheet's {hw.peak(maths) / 1e12:,.0f} (the catalogue's matmul_share: "
         "under that load its board power, heat and kernels hold it below the boost clock the peak "
         f"assumes), and {label}'s kernels reach their shares of that: prefill answers to it."
+    )
+
+
+def _warp_mma(m: Deployment) -> str:
+    """Where an engine whose every matmul runs at the warp-level MMA's rate (its profile's
+    warp_mma_only) is on a part whose full rate needs asynchronous MMA: its 16-bit matmuls keep
+    dequant_async of their share too; "" elsewhere, and for weights it unpacks, which lose it
+    under any engine."""
+    engine, hw = m.engine, m.hw
+    fmt = stored_format(m.arch, m.prec)
+    if engine is None or not (engine.warp_mma_only and hw.async_mma) or FORMAT_BITS[fmt] < BITS[m.prec.maths]:
+        return ""
+    return (
+        f"{hw.name}'s tensor cores reach their full rate only through asynchronous MMA, and "
+        f"{engine.label}'s matmuls reach what the warp-level MMA does there: "
+        f"{engine.dequant_async:.0%} of their share (its profile's dequant_async), its 16-bit ones too."
     )
 
 

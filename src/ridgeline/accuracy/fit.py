@@ -143,8 +143,9 @@ PARAMS = (
     Param("dequant.w8", 0.2, 1.0, 0.4, "8-bit weight-only matmuls against 16-bit ones"),
     Param("dequant.w4", 0.2, 1.0, 0.4, "4-bit weight-only matmuls against 16-bit ones"),
     # weights unpacked in registers feed the warp-level MMA, which Hopper runs at about two
-    # thirds of its asynchronous MMA's rate: a wide prior
-    Param("dequant_async", 0.2, 1.0, 0.5, "weight-only matmuls on Hopper/Blackwell, again"),
+    # thirds of its asynchronous MMA's rate: a wide prior (every matmul of a warp_mma_only
+    # profile's, llama.cpp's)
+    Param("dequant_async", 0.2, 1.0, 0.5, "warp-level MMA matmuls on Hopper/Blackwell, again"),
     Param("half_m_tokens", 1.0, 512.0, 0.5, "tokens at which a matmul reaches half its rate"),
     Param("weights.w16", 0.3, 1.0, 0.2, "bandwidth reached streaming 16-bit weights"),
     Param("weights.w8", 0.2, 1.0, 0.3, "bandwidth reached streaming 8-bit weights"),
