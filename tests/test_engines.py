@@ -670,12 +670,19 @@ def test_a_warp_mma_only_profile_loses_it_on_every_matmul(
     """warp_mma_only = true with dequant_async = 0.5 (llama.cpp's kernels): bf16 weights on an
     H100 run their matmuls at half the rate too, so a 4,000-token prefill takes its matmul
     time again; attention and an A100 are untouched; int4 weights lose it once, not twice;
-    "yes" is refused in one line that names the field."""
+    the flag round-trips through a profile's TOML, llama.cpp's with it; "yes" is refused in
+    one line that names the field."""
     halved = "experts = 1.0, dequant_async = 0.5"
     plain = write_profile(tmp_path, PERFECT.replace("experts = 1.0 }", halved + " }"), "plain.toml")
     warp = write_profile(tmp_path, PERFECT.replace("experts = 1.0 }", halved + ", warp_mma_only = true }"))
     untouched = (("a100-80gb-sxm", "bf16"), ("h100-sxm", "int4"))
     assert_matmuls_halved_on_an_h100(capsys, plain, warp, "bf16", untouched)
+    from ridgeline.engines import builtin_engines, get_engine, profile_to_toml
+
+    for profile in (get_engine(warp), get_engine(plain), *builtin_engines().values()):
+        again = get_engine(write_profile(tmp_path, profile_to_toml(profile), "again.toml"))
+        assert again == profile and again.warp_mma_only == profile.warp_mma_only
+    assert builtin_engines()["llamacpp"].warp_mma_only
     bad = write_profile(
         tmp_path, PERFECT.replace("experts = 1.0 }", 'experts = 1.0, warp_mma_only = "yes" }'), "bad.toml"
     )
