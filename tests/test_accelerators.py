@@ -142,6 +142,8 @@ H200_MAMF = {"bf16": 794.5e12, "fp8": 1453.4e12}
 # GH100 on a 350 W PCIe board, bf16: an H100 PCIe and an H800 PCIe in zzc0721/torch-performance-
 # test-data's table, and chsasank/device-benchmarks' H100 PCIe
 PCIE_350W = statistics.median([495.93e12, 503.83e12, 449e12])
+# the die's rate against its board's power, rate ~ watts ^ a, from the 350 W and 700 W boards
+GH100_POWER_EXPONENT = math.log(H100_MAMF["bf16"] / PCIE_350W) / math.log(700 / 350)
 
 
 def test_the_h100_pcie_sustains_its_boards_measured_rate() -> None:
@@ -159,11 +161,10 @@ def test_a_gh100_board_on_less_power_follows_the_measured_boards_power_law(
     """The die's rate on a 350 W board (the PCIe boards) and on a 700 W one (MAMF's SXM) fix
     an exponent, rate ~ watts ^ a; each dtype of a board no table measures sits on it, from
     its rate at 700 W."""
-    a = math.log(H100_MAMF["bf16"] / PCIE_350W) / math.log(700 / 350)
     hw = get_accelerator(gpu)
     for dtype, rate in at_700w.items():
         assert hw.matmul_share[dtype] == pytest.approx(
-            rate * (watts / 700) ** a / hw.peak_flops[dtype], rel=2e-3
+            rate * (watts / 700) ** GH100_POWER_EXPONENT / hw.peak_flops[dtype], rel=2e-3
         )
 
 
@@ -206,9 +207,8 @@ def test_the_rtx_6000_ada_sustains_the_l40s_rate_at_its_own_power() -> None:
     """The L40S's AD102 (142 SMs, 350 W) on a 300 W board: its measured 269.15 TFLOP/s scaled
     by the power law of the GH100 boards (the same TSMC 4N process). The L40, the same die at
     300 W, multiplies at half the L40S's rate with fp32 accumulate: unmeasured, the median."""
-    a = math.log(H100_MAMF["bf16"] / PCIE_350W) / math.log(700 / 350)
     ada = get_accelerator("rtx-6000-ada")
-    assert ada.sustained("bf16") == pytest.approx(269.15e12 * (300 / 350) ** a, rel=1e-3)
+    assert ada.sustained("bf16") == pytest.approx(269.15e12 * (300 / 350) ** GH100_POWER_EXPONENT, rel=1e-3)
     half = get_accelerator("l40s").peak_flops["bf16"] / 2
     assert get_accelerator("l40").peak_flops["bf16"] == pytest.approx(half, rel=1e-3)
     assert get_accelerator("l40").matmul_share == {"bf16": 0.80}

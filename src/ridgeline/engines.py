@@ -149,6 +149,12 @@ def stored_format(a: Architecture, prec: Precision) -> str:
     return weight_format(8.0 * weight_bytes_per_param(a, prec))
 
 
+def unpacked(fmt: str, maths: str) -> bool:
+    """Whether weights of this format are narrower than the maths, so that every matmul
+    unpacks them (a weight-only format: int4 weights under fp16 maths)."""
+    return FORMAT_BITS[fmt] < BITS[maths]
+
+
 GIB = 2**30
 
 
@@ -343,15 +349,13 @@ class EngineProfile:
         wide as the maths where the engine's kernels all reach only what the warp-level MMA
         does there (warp_mma_only)."""
         late = self.dequant_async if async_mma and self.warp_mma(fmt, maths) else 1.0
-        if FORMAT_BITS[fmt] >= BITS[maths]:
-            return late
-        return self.dequant.get(fmt, 1.0) * late
+        return self.dequant.get(fmt, 1.0) * late if unpacked(fmt, maths) else late
 
     def warp_mma(self, fmt: str, maths: str) -> bool:
         """Whether its matmuls of these weights under this maths run at the warp-level MMA's
         rate on a part that needs asynchronous MMA: a weight-only format's, or every one
         where the profile says warp_mma_only."""
-        return self.warp_mma_only or FORMAT_BITS[fmt] < BITS[maths]
+        return self.warp_mma_only or unpacked(fmt, maths)
 
     def resident_expert_factor(self, d: Deployed) -> float:
         """What a MoE's routed experts hold in memory against their stored bytes: more when
@@ -360,7 +364,7 @@ class EngineProfile:
         if self.repacked_experts == 1.0 or not d.arch.is_moe or d.hw.async_mma:
             return 1.0
         fmt = stored_format(d.arch, d.prec)
-        return self.repacked_experts if fmt == "w4" and FORMAT_BITS[fmt] < BITS[d.prec.maths] else 1.0
+        return self.repacked_experts if fmt == "w4" and unpacked(fmt, d.prec.maths) else 1.0
 
     def sinks_factor(self, a: Architecture, hw: Accelerator) -> float:
         """Attention with sinks (gpt-oss) against attention without (sinks_apart)."""

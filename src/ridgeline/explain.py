@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ridgeline.deployment import Deployment
-from ridgeline.engines import FORMAT_BITS, stored_format
+from ridgeline.engines import FORMAT_BITS, stored_format, unpacked
 from ridgeline.memory import MemoryPlan, held_whole_bytes
 from ridgeline.precision import BITS, Precision
 from ridgeline.request import Timeline
@@ -136,9 +136,9 @@ def _warp_mma(m: Deployment) -> str:
     warp_mma_only) is on a part whose full rate needs asynchronous MMA: its 16-bit matmuls keep
     dequant_async of their share too; "" elsewhere, and for weights it unpacks, which lose it
     under any engine."""
-    engine, hw = m.engine, m.hw
+    engine, hw, maths = m.engine, m.hw, m.prec.maths
     fmt = stored_format(m.arch, m.prec)
-    if engine is None or not (engine.warp_mma_only and hw.async_mma) or FORMAT_BITS[fmt] < BITS[m.prec.maths]:
+    if engine is None or not hw.async_mma or unpacked(fmt, maths) or not engine.warp_mma(fmt, maths):
         return ""
     return (
         f"{hw.name}'s tensor cores reach their full rate only through asynchronous MMA, and "
