@@ -46,6 +46,18 @@ def test_70b_on_one_gpu_does_not_fit_but_exits_zero() -> None:
     assert data["memory"]["per_gpu"]["total_bytes"] > 0.9 * 80e9
 
 
+def test_a_slow_deployment_prints_its_rate_not_zero() -> None:
+    """Llama 3.1 405B on one T4 streams its 811 GB of bf16 weights over 320 GB/s at the
+    lesson's 80%: at least 3.2 s a token (its KV cache adds to that), under one token a second,
+    which the table must not round to 0."""
+    data = cli_json("estimate", "--model", "llama-3.1-405b", "--gpu", "t4")
+    ceiling = 320e9 * 0.8 / 811e9  # tokens/s were the weights all it read
+    assert 0.8 * ceiling < data["tokens_per_s"] < ceiling
+    proc = run_cli("estimate", "--model", "llama-3.1-405b", "--gpu", "t4")
+    assert f"{data['tokens_per_s']:.3g} tokens/s per sequence" in proc.stdout
+    assert " 0 tokens/s" not in proc.stdout
+
+
 def test_roofline_gpus_models_json() -> None:
     r = cli_json("roofline", "--gpu", "a100-80gb-sxm")
     assert r["ridge"] == pytest.approx(153, abs=0.5)

@@ -11,6 +11,12 @@ def si(value: float, unit: str = "", digits: int = 3) -> str:
     return f"{value:.{digits}g} {unit}".rstrip()
 
 
+def rate(value: float) -> str:
+    """A count a second: whole above 100 (12,345), else 3 significant figures (0.485), so
+    a slow deployment's rate never reads 0."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def seconds(value: float) -> str:
     if value >= 1:
         return f"{value:.3g} s"

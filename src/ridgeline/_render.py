@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ridgeline._format import seconds, si
+from ridgeline._format import rate, seconds, si
 from ridgeline.hardware import FALLBACK
 from ridgeline.points import RooflinePoints
 from ridgeline.predict import Estimate
@@ -55,7 +55,7 @@ def estimate(e: Estimate) -> None:
         f"decode share [bold]{e.decode_share:.0%}[/]"
     )
     console.print(
-        f"{e.tokens_per_s:,.0f} tokens/s per sequence, {e.batch_tokens_per_s:,.0f} in all · "
+        f"{rate(e.tokens_per_s)} tokens/s per sequence, {rate(e.batch_tokens_per_s)} in all · "
         f"ridge {e.ridge:,.0f} FLOPs/byte"
     )
     m, g = e.memory, e.memory.per_gpu
@@ -204,8 +204,8 @@ def sweep(data: dict[str, Any]) -> None:
             f"{r['batch']:,}",
             seconds(r["ttft_s"]),
             seconds(r["tpot_s"]),
-            f"{r['tokens_per_s_per_user']:,.0f}",
-            f"{r['tokens_per_s']:,.0f}",
+            rate(r["tokens_per_s_per_user"]),
+            rate(r["tokens_per_s"]),
             f"{r['decode_bound']}{mark}",
             f"{r['usd_per_million_input_tokens']:,.3f}",
             f"{r['usd_per_million_output_tokens']:,.3f}",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from ridgeline._format import seconds
+from ridgeline._format import rate, seconds
 from ridgeline.simulate.workload import Workload
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def simulation(s: Summary, out: str | None = None) -> None:
         )
     console.print(t)
     console.print(
-        f"{s.throughput_tokens_per_s:,.0f} output tokens/s ({s.input_tokens_per_s:,.0f} input) · "
+        f"{rate(s.throughput_tokens_per_s)} output tokens/s ({rate(s.input_tokens_per_s)} input) · "
         f"{s.requests_per_s:.3g} requests/s over {s.duration_s:.4g} s · "
         f"preemptions {s.preemptions:,}"
     )
