@@ -3,7 +3,7 @@ predicted and measured value and the signed error, in-sample and with the row's 
 out of the fit; then the median and worst error by regime and by engine.
 
 Run: python benchmarks/accuracy.py [--rows] [--markdown] [--checks] [--beyond] [--newer]
-[--serving] [--dp-attention] [--json]
+[--serving] [--dp-attention] [--amd] [--json]
 (the README's accuracy tables are its --markdown and --rows --markdown output, pasted by hand;
 --json prints every row or cell and the summaries as strict JSON, with the keys the README
 lists)
@@ -32,6 +32,11 @@ and across models, within one engine version.
 @03e27c7d) for models and accelerators the catalogue holds: Llama 3.3 70B in FP8 at TP 2 on
 H200 and H100, in NVFP4 at TP 1 on B200 and GB200, and Qwen3-30B-A3B in NVFP4 on both (27
 cells). No corpus row comes from that table or its engine version.
+
+--amd predicts, with vLLM's profile, the throughput table of six releases of AMD's ROCm
+performance page (Llama 3.1 70B and 405B in FP8 at TP 8 on MI300X) and the Oracle blog's
+405B latency by batch, every cell the corpus does not hold; the held-out column is the fold
+without the cell's own source.
 
 --serving predicts TensorRT-LLM 0.14's online-serving table (the same perf-overview page's
 0.15 and 0.17 versions, "generated using version 0.14.0, with 500 requests and BF16"):
@@ -188,6 +193,7 @@ def main() -> None:
     ap.add_argument("--newer", action="store_true", help="a newer TensorRT-LLM table, not in the corpus")
     ap.add_argument("--serving", action="store_true", help="TensorRT-LLM 0.14's serving table (open loop)")
     ap.add_argument("--dp-attention", action="store_true", help="DeepSeek-R1 runs with DP attention")
+    ap.add_argument("--amd", action="store_true", help="the AMD page's releases and Oracle's batches")
     ap.add_argument("--json", action="store_true", help="every row or cell and the summary, as strict JSON")
     args = ap.parse_args()
     # the reports of points outside the corpus: each its points, their summary and its printout
@@ -474,6 +480,109 @@ def print_serving(points: list[dict[str, Any]]) -> None:
                   f"{held:.1%} held out ({m['held_out_' + key + '_signed_median']:+.1%})")  # fmt: skip
 
 
+AMD_PAGE = "amd.com/<locale>/developer/resources/rocm-hub/dev-ai/performance-results.html"
+# The page's vLLM throughput table on 8x MI300X (amd/Llama-3.1-70B- and -405B-Instruct-FP8-KV,
+# TP 8, every prompt queued at once, max-num-seqs = prompts), in each release of the page the
+# stored copies show, by its docker tag: output tokens/s by (model, input, output).
+AMD_LENGTHS = ((128, 2048), (128, 4096), (500, 2000), (2048, 2048))
+AMD_PROMPTS = {("llama-3.1-70b", 128, 2048): 3200, ("llama-3.1-70b", 2048, 2048): 1500,
+               ("llama-3.1-405b", 128, 2048): 1500, ("llama-3.1-405b", 2048, 2048): 500}  # fmt: skip
+AMD_OTHER_PROMPTS = {(128, 4096): 1500, (500, 2000): 2000}
+AMD_RELEASES = {  # docker tag: (the locale whose copy holds it, 70B's cells, 405B's cells)
+    "rocm6.3.1_instinct_vllm0.8.3_20250410": ("zh-cn", (16364.9, 12171.0, 13290.4, 8216.5),
+                                              (4331.6, 3409.9, 3184.0, 2154.3)),
+    "rocm6.4.1_vllm_0.9.0.1_20250605": ("en", (16581.5, 13667.3, 13367.1, 8352.6),
+                                        (4275, 3356.7, 3201.4, 2179.7)),
+    "rocm6.4.1_vllm_0.9.1_20250715": ("en", (12638.9, 10756.8, 10691.7, 7354.9),
+                                      (3912.8, 3084.7, 2935.9, 2191.5)),
+    "rocm6.4.1_vllm_0.10.1_20250909": ("fr", (13818.7, 11612.0, 11408.7, 7800.5),
+                                       (4134.0, 3177.6, 3034.1, 2214.2)),
+    "rocm7.0.0_vllm_0.10.2_20251006": ("zh-cn", (13212.5, 11312.8, 11376.7, 7252.1),
+                                       (4201.7, 3176.3, 2992.0, 2153.7)),
+    "rocm7.0.0_vllm_0.11.1_20251103": ("ja", (13279.6, 11449.7, 11347.4, 7651.7),
+                                       (3816.8, 3099.6, 3026.1, 2196.4)),
+}  # fmt: skip
+AMD_TEMPLATE, ORACLE_TEMPLATE = "C09", "H07"  # the corpus rows whose mapping each cell moves
+# blogs.oracle.com/cloud-infrastructure/serving-llama-31-405b-model-with-amd-mi300x-gpus: vLLM's
+# benchmark_latency.py, Llama 3.1 405B FP8 at TP 8 on BM.GPU.MI300X.8, 128 in and 128 out:
+# average latency (s) by batch (1 and 64 are corpus rows H07 and H08).
+ORACLE_LATENCY = {1: 3.530, 2: 3.583, 4: 3.734, 8: 3.974, 16: 4.375, 32: 5.130, 64: 6.919, 128: 10.340,
+                  256: 17.750}  # fmt: skip
+
+
+def amd() -> list[dict[str, Any]]:
+    """The AMD ROCm page's throughput cells in every release and the Oracle blog's latency by
+    batch that the corpus does not hold, each predicted by vLLM's fitted profile and by the one
+    fitted without the cell's source: how the model carries across lengths, batches and
+    releases on one AMD part."""
+    from dataclasses import replace
+
+    by_id = {r.id: r for r in corpus.rows()}
+    fitted = builtin_engines()["vllm"]
+    held_rows = {(r.group, r.model, r.input, r.output, r.batch, r.measured) for r in corpus.rows()}
+    points = []
+
+    def point(template: str, source: str, release: str, model: str, i: int, o: int, batch: int,
+              requests: int, measured: float) -> None:  # fmt: skip
+        base = by_id[template]
+        if (base.group, model, i, o, batch, measured) in held_rows:
+            return  # a corpus row already
+        row = replace(base, id="cell", model=model, input=i, output=o, batch=batch, requests=requests,
+                      max_num_seqs=requests or None, measured=measured)  # fmt: skip
+        fold = report.fold_profile(fitted, report.folds()["vllm"][base.group])
+        pred, held = corpus.predict(row, fitted), corpus.predict(row, fold)
+        points.append({"source": source, "release": release, "model": model, "input": i, "output": o,
+                       "batch": batch, "requests": requests, "unit": base.unit, "measured": measured,
+                       "predicted": pred, "held_out": held, "error": corpus.error(row, pred),
+                       "held_out_error": corpus.error(row, held)})  # fmt: skip
+
+    for release, (locale, cells_70b, cells_405b) in AMD_RELEASES.items():
+        for model, cells in (("llama-3.1-70b", cells_70b), ("llama-3.1-405b", cells_405b)):
+            for (i, o), value in zip(AMD_LENGTHS, cells, strict=True):
+                n = AMD_PROMPTS.get((model, i, o), AMD_OTHER_PROMPTS.get((i, o), 0))
+                point(AMD_TEMPLATE, AMD_PAGE.replace("<locale>", locale), release, model, i, o, 1, n, value)
+    oracle = by_id[ORACLE_TEMPLATE]
+    for batch, seconds in ORACLE_LATENCY.items():
+        point(ORACLE_TEMPLATE, "Oracle MI300X blog", "not stated", oracle.model, oracle.input, oracle.output,
+              batch, 0, seconds)  # fmt: skip
+    return points
+
+
+def amd_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median |error|, fitted and held out, and the median signed errors: in all, by source
+    and by release."""
+
+    releases = dict.fromkeys(p["release"] for p in points if p["source"] != "Oracle MI300X blog")
+    return {"all": _error_medians(points),
+            "releases": {r: _error_medians([p for p in points if p["release"] == r]) for r in releases},
+            "oracle": _error_medians([p for p in points if p["source"] == "Oracle MI300X blog"])}  # fmt: skip
+
+
+def print_amd(points: list[dict[str, Any]]) -> None:
+    print(f"{'release':38} {'model':14} {'in/out':>9} {'batch':>5} {'measured':>9} {'predicted':>9} "
+          f"{'error':>7} {'held out':>8}")  # fmt: skip
+    for p in points:
+        lengths = f"{p['input']}/{p['output']}"
+        print(f"{p['release']:38} {p['model']:14} {lengths:>9} {p['batch']:5} {p['measured']:9.4g} "
+              f"{p['predicted']:9.4g} {p['error']:+7.1%} {p['held_out_error']:+8.1%}")  # fmt: skip
+    s = amd_summary(points)
+    print()
+    for name, m in (*s["releases"].items(), ("Oracle's latency by batch", s["oracle"]), ("all", s["all"])):
+        print(
+            f"{name:38} {m['n']:2} points: "
+            + _medians(m, "fitted")
+            + f"; median signed {m['signed_median']:+.1%}, {m['signed_held_out_median']:+.1%}"
+        )
+
+
+def _error_medians(ps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Points' median |error|, fitted and held out, and their median signed errors."""
+    return {"n": len(ps), "median": report.median_abs([p["error"] for p in ps]),
+            "held_out_median": report.median_abs([p["held_out_error"] for p in ps]),
+            "signed_median": statistics.median(p["error"] for p in ps),
+            "signed_held_out_median": statistics.median(p["held_out_error"] for p in ps)}  # fmt: skip
+
+
 def _blocks(cells: list[dict[str, Any]]) -> dict[tuple[str, str, int], list[dict[str, Any]]]:
     """The cells by block of the table: model, accelerator and TP."""
     blocks: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
@@ -485,23 +594,16 @@ def _blocks(cells: list[dict[str, Any]]) -> dict[tuple[str, str, int], list[dict
 def cells_summary(cells: list[dict[str, Any]], by_block: bool) -> dict[str, Any]:
     """The cells' median |error|, fitted and held out: in all, and for the 1.0 table by block
     and by precision, with the median signed errors."""
-
-    def medians(cs: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"n": len(cs), "median": report.median_abs([c["error"] for c in cs]),
-                "held_out_median": report.median_abs([c["held_out_error"] for c in cs]),
-                "signed_median": statistics.median(c["error"] for c in cs),
-                "signed_held_out_median": statistics.median(c["held_out_error"] for c in cs)}  # fmt: skip
-
-    out: dict[str, Any] = {"all": medians(cells)}
+    out: dict[str, Any] = {"all": _error_medians(cells)}
     if by_block:
         blocks = _blocks(cells).items()
-        out["blocks"] = [{"model": m, "gpu": g, "tp": tp, **medians(cs)} for (m, g, tp), cs in blocks]
+        out["blocks"] = [{"model": m, "gpu": g, "tp": tp, **_error_medians(cs)} for (m, g, tp), cs in blocks]
         apart = [c for c in cells if (c["model"], c["tp"]) in MOE_BLOCKS]
         earlier = [
             c for c in cells if (c["model"], c["tp"]) not in MOE_BLOCKS
         ]  # the Llama 3 and Qwen3-30B blocks
-        out["precisions"] = {p: medians([c for c in earlier if c["precision"] == p]) for p in ("fp8", "fp4")}
-        out["moe"] = {p: medians([c for c in apart if c["precision"] == p]) for p in ("fp8", "fp4")}
+        for key, group in (("precisions", earlier), ("moe", apart)):
+            out[key] = {p: _error_medians([c for c in group if c["precision"] == p]) for p in ("fp8", "fp4")}
     return out
 
 
@@ -570,6 +672,7 @@ POINT_REPORTS: dict[
 ] = {
     "serving": (serving, serving_summary, print_serving),
     "dp_attention": (dp_attention, dp_attention_summary, print_dp_attention),
+    "amd": (amd, amd_summary, print_amd),
 }
 
 if __name__ == "__main__":

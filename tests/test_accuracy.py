@@ -472,6 +472,33 @@ def test_the_newer_tables_cells_as_json() -> None:
     assert data["summary"]["all"]["median"] == statistics.median(abs(c["error"]) for c in cells)
 
 
+AMD_HELD_OUT_MEDIAN = 0.18  # AMD's page over six releases and Oracle's batches (measured 14.6%)
+
+
+def test_the_amd_pages_releases_and_oracles_batches_as_json() -> None:
+    """`--amd --json`: the AMD page's six releases hold 8 cells each, 4 of them corpus rows
+    (C09, H01, H02, H03), and Oracle's table 9 batches, 2 of them corpus rows (H07, H08):
+    51 points, each error from its own values, strict JSON, the held-out median near the
+    measured one."""
+    import subprocess
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
+    proc = subprocess.run([sys.executable, str(path), "--amd", "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+    points, every = data["points"], data["summary"]["all"]
+    assert len(points) == every["n"] == 6 * 8 - 4 + 9 - 2
+    assert len(data["summary"]["releases"]) == 6 and data["summary"]["oracle"]["n"] == 7
+    held = {(r.model, r.input, r.output, r.batch, r.measured) for r in corpus.rows()}
+    assert not [p for p in points if (p["model"], p["input"], p["output"], p["batch"], p["measured"]) in held]
+    for p in points:
+        assert p["error"] == pytest.approx(p["predicted"] / p["measured"] - 1)
+        assert p["held_out_error"] == pytest.approx(p["held_out"] / p["measured"] - 1)
+    assert every["held_out_median"] == statistics.median(abs(p["held_out_error"]) for p in points)
+    assert every["held_out_median"] <= AMD_HELD_OUT_MEDIAN
+
+
 SERVING_ITL_MEDIAN = 0.12  # TensorRT-LLM 0.14's serving table: mean ITL (measured 9.7%)
 SERVING_ENGINE_TTFT_MEDIAN = 0.20  # mean TTFT without a server's first-token cost (measured 15.8%)
 
