@@ -531,10 +531,14 @@ def amd() -> list[dict[str, Any]]:
                       max_num_seqs=requests or None, measured=measured)  # fmt: skip
         fold = report.fold_profile(fitted, report.folds()["vllm"][base.group])
         pred, held = corpus.predict(row, fitted), corpus.predict(row, fold)
+        # the band a user's estimate carries: measured / predicted time inside its p10-p90
+        time_ratio = pred / measured if corpus.is_rate(row) else measured / pred
+        lo, hi = fitted.uncertainty[row.regime]
         points.append({"source": source, "release": release, "model": model, "input": i, "output": o,
                        "batch": batch, "requests": requests, "unit": base.unit, "measured": measured,
                        "predicted": pred, "held_out": held, "error": corpus.error(row, pred),
-                       "held_out_error": corpus.error(row, held)})  # fmt: skip
+                       "held_out_error": corpus.error(row, held),
+                       "inside_band": bool(lo <= time_ratio <= hi)})  # fmt: skip
 
     for release, (locale, cells_70b, cells_405b) in AMD_RELEASES.items():
         for model, cells in (("llama-3.1-70b", cells_70b), ("llama-3.1-405b", cells_405b)):
@@ -554,6 +558,7 @@ def amd_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
 
     releases = dict.fromkeys(p["release"] for p in points if p["source"] != "Oracle MI300X blog")
     return {"all": _error_medians(points),
+            "band_coverage": sum(p["inside_band"] for p in points) / len(points),
             "releases": {r: _error_medians([p for p in points if p["release"] == r]) for r in releases},
             "oracle": _error_medians([p for p in points if p["source"] == "Oracle MI300X blog"])}  # fmt: skip
 
@@ -567,6 +572,7 @@ def print_amd(points: list[dict[str, Any]]) -> None:
               f"{p['predicted']:9.4g} {p['error']:+7.1%} {p['held_out_error']:+8.1%}")  # fmt: skip
     s = amd_summary(points)
     print()
+    print(f"inside the band a user's estimate carries (its p10-p90): {s['band_coverage']:.0%} of the points")
     for name, m in (*s["releases"].items(), ("Oracle's latency by batch", s["oracle"]), ("all", s["all"])):
         print(
             f"{name:38} {m['n']:2} points: "
