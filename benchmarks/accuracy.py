@@ -482,8 +482,9 @@ def print_serving(points: list[dict[str, Any]]) -> None:
 
 AMD_PAGE = "amd.com/<locale>/developer/resources/rocm-hub/dev-ai/performance-results.html"
 # The page's vLLM throughput table on 8x MI300X (amd/Llama-3.1-70B- and -405B-Instruct-FP8-KV,
-# TP 8, every prompt queued at once, max-num-seqs = prompts), in each release of the page the
-# stored copies show, by its docker tag: output tokens/s by (model, input, output).
+# TP 8, every prompt queued at once, max-num-seqs = prompts), in each 2025 release of the page,
+# by its docker tag (each survives in one of the page's language editions): output tokens/s by
+# (model, input, output).
 AMD_LENGTHS = ((128, 2048), (128, 4096), (500, 2000), (2048, 2048))
 AMD_PROMPTS = {("llama-3.1-70b", 128, 2048): 3200, ("llama-3.1-70b", 2048, 2048): 1500,
                ("llama-3.1-405b", 128, 2048): 1500, ("llama-3.1-405b", 2048, 2048): 500}  # fmt: skip
@@ -553,9 +554,8 @@ def amd() -> list[dict[str, Any]]:
 
 
 def amd_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
-    """Median |error|, fitted and held out, and the median signed errors: in all, by source
-    and by release."""
-
+    """Median |error|, fitted and held out, and the median signed errors: in all, by release
+    and for Oracle's batches; and the share of points inside the fitted prediction's band."""
     releases = dict.fromkeys(p["release"] for p in points if p["source"] != "Oracle MI300X blog")
     return {"all": _error_medians(points),
             "band_coverage": sum(p["inside_band"] for p in points) / len(points),
