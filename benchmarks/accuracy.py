@@ -531,15 +531,11 @@ def amd() -> list[dict[str, Any]]:
         row = replace(base, id="cell", model=model, input=i, output=o, batch=batch, requests=requests,
                       max_num_seqs=requests or None, measured=measured)  # fmt: skip
         fold = report.fold_profile(fitted, report.folds()["vllm"][base.group])
-        pred, held = corpus.predict(row, fitted), corpus.predict(row, fold)
-        # the band a user's estimate carries: measured / predicted time inside its p10-p90
-        time_ratio = pred / measured if corpus.is_rate(row) else measured / pred
-        lo, hi = fitted.uncertainty[row.regime]
+        c = report.Checked(row, corpus.predict(row, fitted), corpus.predict(row, fold))
         points.append({"source": source, "release": release, "model": model, "input": i, "output": o,
                        "batch": batch, "requests": requests, "unit": base.unit, "measured": measured,
-                       "predicted": pred, "held_out": held, "error": corpus.error(row, pred),
-                       "held_out_error": corpus.error(row, held),
-                       "inside_band": bool(lo <= time_ratio <= hi)})  # fmt: skip
+                       "predicted": c.predicted, "held_out": c.held_out, "error": c.error,
+                       "held_out_error": c.held_out_error, "inside_band": report.inside(c)})  # fmt: skip
 
     for release, (locale, cells_70b, cells_405b) in AMD_RELEASES.items():
         for model, cells in (("llama-3.1-70b", cells_70b), ("llama-3.1-405b", cells_405b)):
@@ -555,7 +551,8 @@ def amd() -> list[dict[str, Any]]:
 
 def amd_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
     """Median |error|, fitted and held out, and the median signed errors: in all, by release
-    and for Oracle's batches; and the share of points inside the fitted prediction's band."""
+    and for Oracle's batches; and the share of points whose held-out prediction's band holds
+    them, as the corpus's coverage counts."""
     releases = dict.fromkeys(p["release"] for p in points if p["source"] != "Oracle MI300X blog")
     return {"all": _error_medians(points),
             "band_coverage": sum(p["inside_band"] for p in points) / len(points),
@@ -572,7 +569,7 @@ def print_amd(points: list[dict[str, Any]]) -> None:
               f"{p['predicted']:9.4g} {p['error']:+7.1%} {p['held_out_error']:+8.1%}")  # fmt: skip
     s = amd_summary(points)
     print()
-    print(f"inside the band a user's estimate carries (its p10-p90): {s['band_coverage']:.0%} of the points")
+    print(f"inside the band around the held-out prediction: {s['band_coverage']:.0%} of the points")
     for name, m in (*s["releases"].items(), ("Oracle's latency by batch", s["oracle"]), ("all", s["all"])):
         print(
             f"{name:38} {m['n']:2} points: "

@@ -187,6 +187,9 @@ def _mapped() -> tuple[Row, ...]:
     return tuple(out)
 
 
+PRIORS = "data/corpus/priors.toml"  # where the priors are, as messages name it
+
+
 @lru_cache(maxsize=1)
 def priors() -> dict[str, EngineProfile]:
     """The engine profiles' physical priors (data/corpus/priors.toml): where a fit starts,
@@ -194,9 +197,6 @@ def priors() -> dict[str, EngineProfile]:
     from ridgeline.engines import profile_from_entry
 
     return {name: profile_from_entry(name, entry, PRIORS) for name, entry in _priors_toml().items()}
-
-
-PRIORS = "data/corpus/priors.toml"  # where the priors are, as messages name it
 
 
 @lru_cache(maxsize=1)
