@@ -20,10 +20,11 @@ from ridgeline import ledger
 from ridgeline.accuracy import corpus, fit, report
 from ridgeline.engines import builtin_engines
 
-# leave-one-source-out median |error| over the corpus (measured 9.34%; 8.03% over the 239 rows
+# leave-one-source-out median |error| over the corpus (measured 9.43%; 9.34% over the 305 rows
+# before llama.cpp's run on an H100 PCIe in issue 6763, Y01, joined; 8.03% over the 239 rows
 # before llama.cpp's runs on twelve accelerators, X01-X70, joined, which read 8.22% then)
 HELD_OUT_MEDIAN = 0.10
-IN_SAMPLE_MEDIAN = 0.08  # the fitted profiles on their own rows (measured 6.97%)
+IN_SAMPLE_MEDIAN = 0.08  # the fitted profiles on their own rows (measured 6.95%)
 BAND_COVERAGE = (0.70, 0.90)  # the share of held-out rows inside their band (measured 86.9%)
 UNSEEN_COVERAGE = (0.65, 0.90)  # of the check sources' rows, in bands rebuilt without each (measured 76.7%)
 # Of every source's rows, corpus and checks, in bands rebuilt without that source: what the
@@ -57,6 +58,7 @@ LATER = (
     | {f"U{i:02d}" for i in range(1, 31)}
     | {f"V{i:02d}" for i in range(1, 25)}
     | {f"X{i:02d}" for i in range(1, 71)}
+    | {"Y01"}
 )
 FIRST_100_HELD_OUT_MEDIAN = 0.10  # the target itself (measured 8.49%)
 CHECKS_MEDIAN = 0.23  # the sources kept as checks, which no profile was fitted to (measured 22.2%)
@@ -69,7 +71,7 @@ def checked() -> list[report.Checked]:
 
 def test_every_row_but_the_excluded_is_checked(checked: list[report.Checked]) -> None:
     published = corpus.rows()
-    assert len(checked) == len(published) == 305
+    assert len(checked) == len(published) == 306
     assert not {c.row.id for c in checked} & set(corpus.EXCLUDED)
     assert all(math.isfinite(c.predicted) and c.predicted > 0 for c in checked)
 
@@ -82,15 +84,16 @@ def test_held_out_error_stays_where_it_was_measured(checked: list[report.Checked
 
 
 def test_few_rows_are_far_off(checked: list[report.Checked]) -> None:
-    """The issue's target is none more than 40% off: held out, 8 rows still are (F15, K11,
-    N07, N14, F16; and llama.cpp's X35, X41 and X45, whose source alone has HBM parts, so that
-    left out its cores' bound falls back to its prior; 9 with X48 before every llama.cpp
-    matmul on Hopper kept the warp-level MMA's rate, 10 before the parts the MAMF table lacks
-    took measured matmul rates, 6 with D30 before a step waited on GB200's host, 13 before
-    SGLang's and TensorRT-LLM's overlapped scheduling), and in-sample one (F15; X48,
+    """The issue's target is none more than 40% off: held out, 6 rows still are (F15, K11,
+    N07, N14, F16; and llama.cpp's X41, an A100 SXM's F16 decode, whose source but for Y01, a
+    4-bit decode on an H100 PCIe, alone has HBM parts, so that left out its cores' bound for
+    16-bit weights falls back to its prior; 8 with X35 and X45 before Y01 joined; 9 with X48
+    before every llama.cpp matmul on Hopper kept the warp-level MMA's rate, 10 before the parts
+    the MAMF table lacks took measured matmul rates, 6 with D30 before a step waited on GB200's
+    host, 13 before SGLang's and TensorRT-LLM's overlapped scheduling), and in-sample one (F15; X48,
     llama.cpp's F16 prompt on the H100 PCIe, read +52% until then, X18's on the RTX 6000 Ada
     +48% until it took the L40S's rate at its 300 W)."""
-    assert sum(abs(c.held_out_error) > 0.4 for c in checked) <= 8
+    assert sum(abs(c.held_out_error) > 0.4 for c in checked) <= 6
     assert sum(abs(c.error) > 0.4 for c in checked) <= 1
 
 
@@ -115,13 +118,15 @@ def test_a_fold_never_sees_the_source_it_leaves_out() -> None:
     prior = corpus.priors()["llamacpp"]
     rows = [r for r in corpus.rows() if r.engine == "llamacpp"]
     groups = sorted({r.group for r in rows})
-    assert len(groups) == 3
+    assert len(groups) == 4
     before = fit.fit(prior, rows)
     for group in groups:
         slower = [slowed(r, 3.0) if r.group == group else r for r in rows]
         after = fit.fit(prior, slower)
         assert after.fold_x[group] == before.fold_x[group]
-        assert math.dist(after.x, before.x) > 0.05
+        # the full fit moves (by 0.027 in log units for issue 6763's one row, which the
+        # Cauchy weights hold back; by more for the others), where the fold stays exactly put
+        assert math.dist(after.x, before.x) > 0.01
         kept = fit.problem(prior, [r for r in rows if r.group != group])
         alone = fit.descend(kept, fit.prior_x(kept), 4)[0]
         assert before.fold_x[group] == pytest.approx(alone, abs=1e-12)
