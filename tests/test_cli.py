@@ -77,6 +77,8 @@ def test_roofline_gpus_models_json() -> None:
         (["estimate", "--batch", "many"], "--batch"),
         (["estimate", "--gpu", "h1000"], "did you mean"),
         (["estimate", "--model", "llama-8b"], "unknown model"),
+        # a checkpoint's own format is not a dtype: the line names `file`, the stored mix
+        (["estimate", "--model", "gpt-oss-120b", "--weights", "mxfp4"], "or file (the model's own"),
         (["estimate", "--compute-eff", "1.5"], "[0.0001, 1]"),
         (["estimate", "--bandwidth-eff", "0"], "[0.0001, 1]"),
         (["estimate", "--prompt", "131000", "--output", "500"], "context"),

@@ -58,7 +58,7 @@ def _weights_spec(weights: str) -> tuple[str, int | None]:
     if not match or match["dtype"] not in BITS:
         raise RidgelineError(
             f"unknown weight dtype '{weights}': use one of {', '.join(BITS)}, "
-            "optionally with a group size such as int4-g128"
+            "optionally with a group size such as int4-g128, or file (the model's own stored mix)"
         )
     group = None if match["group"] is None else int(match["group"])
     if group is not None and group <= 0:
