@@ -309,10 +309,7 @@ def row_data(c: report.Checked, profiles: dict[str, EngineProfile]) -> dict[str,
         "tp": r.tp,
         "unit": r.unit,
         "measured": r.measured,
-        "predicted": c.predicted,
-        "held_out": c.held_out,
-        "error": c.error,
-        "held_out_error": c.held_out_error,
+        **_predictions(c),
         "inside_band": report.inside(c, profiles),
     }
 
@@ -530,12 +527,10 @@ def amd() -> list[dict[str, Any]]:
             return  # a corpus row already
         row = replace(base, id="cell", model=model, input=i, output=o, batch=batch, requests=requests,
                       max_num_seqs=requests or None, measured=measured)  # fmt: skip
-        fold = report.fold_profile(fitted, report.folds()["vllm"][base.group])
-        c = report.Checked(row, corpus.predict(row, fitted), corpus.predict(row, fold))
+        c = _checked(row, fitted, report.fold_profile(fitted, report.folds()["vllm"][base.group]))
         points.append({"source": source, "release": release, "model": model, "input": i, "output": o,
                        "batch": batch, "requests": requests, "unit": base.unit, "measured": measured,
-                       "predicted": c.predicted, "held_out": c.held_out, "error": c.error,
-                       "held_out_error": c.held_out_error, "inside_band": report.inside(c)})  # fmt: skip
+                       **_predictions(c), "inside_band": report.inside(c)})  # fmt: skip
 
     for release, (locale, cells_70b, cells_405b) in AMD_RELEASES.items():
         for model, cells in (("llama-3.1-70b", cells_70b), ("llama-3.1-405b", cells_405b)):
@@ -646,7 +641,6 @@ def _cells(left_out: str) -> Callable[..., dict[str, Any]]:
         dp = tp > 1 and (model, tp) in MOE_BLOCKS  # the page runs its MoE models so
         row = replace(by_id[template], id="cell", model=model, gpu=gpu, tp=tp, input=i, output=o,
                       requests=requests, measured=measured, dp_attention=dp)  # fmt: skip
-        pred, held = corpus.predict(row, fitted), corpus.predict(row, fold)
         return {
             "precision": "fp8" if template == FP8 else "fp4",
             "model": model,
@@ -656,13 +650,21 @@ def _cells(left_out: str) -> Callable[..., dict[str, Any]]:
             "output": o,
             "requests": requests,
             "measured": measured,
-            "predicted": pred,
-            "held_out": held,
-            "error": corpus.error(row, pred),
-            "held_out_error": corpus.error(row, held),
+            **_predictions(_checked(row, fitted, fold)),
         }
 
     return cell
+
+
+def _checked(row: corpus.Row, fitted: EngineProfile, fold: EngineProfile) -> report.Checked:
+    """A row moved off the corpus, predicted by the fitted profile and by a fold's."""
+    return report.Checked(row, corpus.predict(row, fitted), corpus.predict(row, fold))
+
+
+def _predictions(c: report.Checked) -> dict[str, float]:
+    """A checked row's predictions and signed errors, as the reports' JSON names them."""
+    return {"predicted": c.predicted, "held_out": c.held_out,
+            "error": c.error, "held_out_error": c.held_out_error}  # fmt: skip
 
 
 def _medians(m: dict[str, Any], fitted: str) -> str:
