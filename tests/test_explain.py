@@ -86,6 +86,39 @@ def check_side(found: re.Match, e, step) -> None:  # type: ignore[no-untyped-def
     assert found["engine"] == (engine.label if engine is not None else None)
 
 
+REST_OF_TTFT = re.compile(
+    r"in its prefill's (?P<prefill>[\d,.]+) ms; the other (?P<offset>[\d,.]+) ms are what "
+    r"(?P<who>.+?) (?:spends|adds) before the first token"
+)
+
+
+def check_rest_of_ttft(text: str, e) -> None:  # type: ignore[no-untyped-def]
+    """Where TTFT is more than the prefill, the line splits it into the prefill's time and the
+    fixed time before the first token (an engine's server, or a calibration's offset), each the
+    result's own, and says whose that time is; where it is not, it says nothing of the kind."""
+    offset = e.inputs["ttft_offset_s"]
+    found = REST_OF_TTFT.search(text)
+    if offset == 0:
+        assert found is None
+        return
+    assert found, e.explain[0]
+    assert found["prefill"] == f"{e.prefill.time_s * 1e3:,.1f}"
+    assert found["offset"] == f"{offset * 1e3:,.1f}"
+    assert abs(e.prefill.time_s + offset - e.ttft_s) < 1e-12
+    engine = e.deployment.engine
+    assert found["who"].startswith(f"{engine.label}'s server" if engine else "the calibration's fixed offset")
+
+
+def test_a_calibrations_offset_is_named_in_the_ttft_it_adds_to(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    cal = tmp_path / "cal.json"
+    cal.write_text(
+        '{"effective_flops_per_s": 5e14, "effective_bandwidth_bytes_per_s": 2.6e12, "ttft_offset_s": 0.04}'
+    )
+    e = estimate(calibration=str(cal))
+    assert e.inputs["ttft_offset_s"] == 0.04  # the file's own, as given
+    check_rest_of_ttft(" ".join(e.explain), e)
+
+
 @pytest.mark.parametrize("kwargs", CASES, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()) or "stage")
 def test_each_number_in_the_explanation_is_the_results_own(kwargs: dict) -> None:
     e = estimate(**kwargs)
@@ -96,6 +129,7 @@ def test_each_number_in_the_explanation_is_the_results_own(kwargs: dict) -> None
     check_side(p, e, e.prefill)
     assert p["gpu"] == e.gpu.name
     assert p["ttft"] == f"{e.ttft_s * 1e3:,.1f}"
+    check_rest_of_ttft(text, e)
     d = DECODE.search(text)
     assert d, e.explain[1]
     assert d["batch"] == f"{e.inputs['batch']}"

@@ -49,7 +49,8 @@ def explain(
     lines = [
         f"Prefill of {batch * prompt:,} tokens does {_side(t.prefill, m)}: "
         f"{t.prefill.bound}-bound on {gpu}, so TTFT {t.ttft_s * 1e3:,.1f} ms answers to "
-        + ("arithmetic." if t.prefill.bound == "compute" else "memory bandwidth."),
+        + ("arithmetic" if t.prefill.bound == "compute" else "memory bandwidth")
+        + _before_first_token(m, t),
     ]
     d = t.first_decode  # the figures below are the step's own, one GPU's share
     weights = float(d.weight_bytes_per_gpu)
@@ -94,6 +95,23 @@ def explain(
             "run in the corpus moved them, so its band, made of other runs, may be too narrow."
         )
     return lines
+
+
+def _before_first_token(m: Deployment, t: Timeline) -> str:
+    """The end of the prefill's line: where TTFT is more than the prefill, what the rest is
+    (an engine's server before the first token, or a calibration's fixed offset)."""
+    if t.offset_s <= 0:
+        return "."
+    who = (
+        f"{m.engine.label}'s server spends before the first token (tokenising, the chat template, "
+        "the HTTP round trip)"
+        if m.engine is not None
+        else "the calibration's fixed offset adds before the first token (the network, a queue)"
+    )
+    return (
+        f" in its prefill's {float(t.prefill.time_s) * 1e3:,.1f} ms; the other {t.offset_s * 1e3:,.1f} ms "
+        f"are what {who}."
+    )
 
 
 def _narrow_maths(m: Deployment, label: str) -> str:
