@@ -1133,3 +1133,76 @@ def test_every_matmul_share_a_profile_states_says_where_it_came_from() -> None:
         for dtype in p.gemm:
             assert f"gemm.{dtype}" in p.provenance, (name, dtype)
         assert p.provenance["gemm.fp32"].startswith(f"prior {p.gemm['fp32']:.4g}: the share of the vector")
+
+
+# --- a run inside the engine's process: no server before the first token ---------------------
+
+
+@pytest.mark.parametrize("name", ["vllm", "sglang", "trtllm", "llamacpp"])
+def test_in_process_ttft_is_the_prefill_and_over_http_adds_the_servers_cost(name: str) -> None:
+    """Over HTTP a first token waits the prefill and the server's first-token cost, the
+    profile's own `first_token_s`; inside the engine's process (--in-process) the prefill alone."""
+    from ridgeline import estimate
+
+    served = estimate(engine=name, prompt=512, output=64)
+    local = estimate(engine=name, prompt=512, output=64, in_process=True)
+    first_token_s = engines()[name].first_token_s
+    assert first_token_s > 0
+    assert served.ttft_s == pytest.approx(served.prefill.time_s + first_token_s, rel=1e-12)
+    assert local.ttft_s == local.prefill.time_s == served.prefill.time_s
+    assert local.tpot_s == served.tpot_s  # the steps are the same steps
+    assert (served.inputs["in_process"], local.inputs["in_process"]) == (False, True)
+    assert (served.inputs["ttft_offset_s"], local.inputs["ttft_offset_s"]) == (first_token_s, 0.0)
+    assert not any("server spends" in line for line in local.explain)  # nothing to split
+
+
+def test_in_process_drops_a_calibrations_offset_too(tmp_path: Path) -> None:
+    from ridgeline import estimate
+
+    cal = tmp_path / "cal.json"
+    cal.write_text(
+        '{"effective_flops_per_s": 5e14, "effective_bandwidth_bytes_per_s": 2.6e12, "ttft_offset_s": 0.04}'
+    )
+    served = estimate(calibration=str(cal))
+    local = estimate(calibration=str(cal), in_process=True)
+    assert served.ttft_s - local.ttft_s == pytest.approx(0.04, rel=1e-12)
+    assert local.ttft_s == local.prefill.time_s
+
+
+def test_the_cli_prices_an_in_process_corpus_row_as_the_accuracy_report_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """B07 (llama.cpp PR 4766: llama-bench pp512 of Llama 2 7B F16 on an RTX 3090, in process)
+    is priced without a server by the accuracy report; `estimate --in-process` gives the same
+    number, and without the flag a slower one by the profile's first-token cost."""
+    from ridgeline.accuracy import corpus
+
+    row = next(r for r in corpus.rows() if r.id == "B07")
+    assert not row.http and row.kind == "pp" and row.input == 512
+    report = corpus.predict(row, engines()["llamacpp"])  # tokens/s
+    argv = ["estimate", "--model", "llama-2-7b", "--gpu", "rtx-3090", "--weights", "fp16", "--maths",
+            "fp16acc16", "--kv-dtype", "fp16", "--engine", "llamacpp", "-p", "512", "-o", "1"]  # fmt: skip
+    local = run_json(capsys, *argv, "--in-process")
+    served = run_json(capsys, *argv)
+    assert 512 / local["ttft_s"] == pytest.approx(report, rel=1e-9)
+    assert served["ttft_s"] - local["ttft_s"] == pytest.approx(engines()["llamacpp"].first_token_s, rel=1e-9)
+
+
+def test_in_process_has_no_server_to_outrun() -> None:
+    """The simulator warns when a replica is offered more requests than its API server passes
+    on; a run inside the engine's process has no API server, so no warning, and its requests'
+    TTFTs are the served run's less the first-token cost, request by request."""
+    from ridgeline.simulate import Lengths, Workload, simulate
+    from ridgeline.simulate.report import server_warning
+
+    served = Deployment.build("llama-3.1-8b", "h100-sxm", engine="vllm")
+    local = Deployment.build("llama-3.1-8b", "h100-sxm", engine="vllm", in_process=True)
+    each_s = served.engine.server_s(1, 100, 10)  # its server's work on one request
+    rate = 2 / each_s  # twice what one server process passes on
+    assert server_warning(served, 100, 10, rate, 1) is not None
+    assert server_warning(local, 100, 10, rate, 1) is None
+    w = Workload(prompt=Lengths("fixed", 300), output=Lengths("fixed", 40), rate_per_s=4.0, requests=60,
+                 duration_s=None)  # fmt: skip
+    ttfts = [[r["ttft_s"] for r in simulate(d, w).records] for d in (served, local)]
+    offset = served.engine.first_token_s
+    assert all(a - b == pytest.approx(offset, rel=1e-9) for a, b in zip(*ttfts, strict=True))

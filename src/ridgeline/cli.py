@@ -57,6 +57,7 @@ def estimate(
     calibration: str | None = o.CALIBRATION,
     method: str = o.METHOD,
     engine: str | None = o.ENGINE,
+    in_process: bool = o.IN_PROCESS,
     ops: bool = option(False, "--ops", help="Also show the per-operator ledger."),
     batch_sweep: bool = option(False, "--batch-sweep", help="Also show latency/throughput/cost by batch."),
     as_json: bool = o.JSON,
@@ -69,7 +70,7 @@ def estimate(
         dp_attention=dp_attention, preset=preset,
         compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
         method=method, engine=engine, peak_tflops=peak_tflops, bandwidth_tbs=bandwidth_tbs,
-        memory_gb=memory_gb,
+        memory_gb=memory_gb, in_process=in_process,
     )  # fmt: skip
     result = estimate_on(d, prompt=prompt, output=output, batch=batch, price_per_gpu_hour=price)
     data = result.to_dict()

@@ -47,6 +47,7 @@ class Deployment:
     preset: str = "lesson"  # the preset the efficiencies start from
     calibration: str | None = None  # where fitted efficiencies came from, when they did
     engine: EngineProfile | None = None  # an engine profile's rates replace the flat ones
+    in_process: bool = False  # run inside the engine's process: no server before the first token
 
     @classmethod
     def build(
@@ -71,6 +72,7 @@ class Deployment:
         peak_tflops: float | None = None,
         bandwidth_tbs: float | None = None,
         memory_gb: float | None = None,
+        in_process: bool = False,
     ) -> Deployment:
         """Resolve names into a deployment, with one clear error for each bad value.
 
@@ -94,7 +96,8 @@ class Deployment:
         if calibration is None:
             sizes = (type(tp), tp, type(pp), pp, type(ep), ep, bool(dp_attention))
             effs = (type(compute_eff), compute_eff, type(bandwidth_eff), bandwidth_eff)
-            key = (id(arch), id(hw), id(engine), weights, maths, kv_dtype, *sizes, preset, method, *effs)
+            key = (id(arch), id(hw), id(engine), weights, maths, kv_dtype, *sizes, preset, method, *effs,
+                   bool(in_process))  # fmt: skip
             built = _BUILT.get(key)
             if built is not None:
                 return built
@@ -136,7 +139,7 @@ class Deployment:
             engine.check_runs_on(hw)
         built = cls(
             arch=arch, prec=prec, hw=hw, par=par, eff=eff, method=method, preset=preset, calibration=source,
-            engine=engine,
+            engine=engine, in_process=bool(in_process),
         )  # fmt: skip
         if key is not None:
             with _KEEPING:  # the web face builds in threads: one eviction at a time
@@ -204,7 +207,11 @@ class Deployment:
 
     @property
     def ttft_offset_s(self) -> float:
-        """Fixed time before the first token beyond the prefill (network, HTTP)."""
+        """Fixed time before the first token beyond the prefill (network, HTTP): an engine's
+        server's first-token cost, or a calibration's offset; none for a run inside the
+        engine's own process (llama-bench, trtllm-bench, vLLM's LLM class), which has no server."""
+        if self.in_process:
+            return 0.0
         return self.engine.first_token_s if self.engine is not None else self.eff.ttft_offset_s
 
     @property

@@ -102,6 +102,12 @@ class Shared:
         help="Engine profile: vllm, sglang, trtllm, llamacpp or FILE.toml (see `ridgeline engines`).",
     )
     METHOD = option("lesson", "--method", help="lesson (one roofline a pass) or per-op (the ledger summed).")
+    IN_PROCESS = option(
+        False,
+        "--in-process",
+        help="Run inside the engine's process (llama-bench, trtllm-bench, vLLM's LLM class): no server, "
+        "so TTFT pays no first-token cost over HTTP.",
+    )
     PROMPT_TOKENS = option(2000, "--prompt-tokens", "-p", help="Prompt tokens.")
     OUTPUT_TOKENS = option(500, "--output-tokens", "-o", help=OUTPUT_HELP)
     BATCH = option(1, "--batch", "-b", help="Sequences served together.")
@@ -246,6 +252,7 @@ def deployment(
     peak_tflops: float | None = None,
     bandwidth_tbs: float | None = None,
     memory_gb: float | None = None,
+    in_process: bool = False,
 ) -> Deployment:
     """The deployment the options describe (imports the core only when called)."""
     from ridgeline.deployment import Deployment
@@ -254,5 +261,5 @@ def deployment(
         model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep,
         dp_attention=dp_attention, preset=preset, compute_eff=compute_eff, bandwidth_eff=bandwidth_eff,
         gpu_file=gpu_file, calibration=calibration, method=method, engine=engine, peak_tflops=peak_tflops,
-        bandwidth_tbs=bandwidth_tbs, memory_gb=memory_gb,
+        bandwidth_tbs=bandwidth_tbs, memory_gb=memory_gb, in_process=in_process,
     )  # fmt: skip

@@ -195,6 +195,7 @@ class Estimate:
             "calibration": m.calibration,
             "engine": m.engine.name if m.engine else None,
             "method": m.method,
+            "in_process": m.in_process,
             "compute_eff": m.eff.compute,
             "bandwidth_eff": m.eff.bandwidth,
             "step_overhead_s": m.eff.step_overhead_s,
@@ -341,14 +342,16 @@ def estimate(
     calibration: str | Path | Calibration | None = None,
     method: str = "lesson",
     engine: str | EngineProfile | None = None,
+    in_process: bool = False,
 ) -> Estimate:
     """Estimate one request (or `batch` identical ones) end to end. `output` counts decode
-    steps: the prefill emits the first token, then each step one more."""
+    steps: the prefill emits the first token, then each step one more. `in_process`: a run
+    inside the engine's process, whose first token pays no server (Deployment.ttft_offset_s)."""
     d = Deployment.build(
         model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep,
         dp_attention=dp_attention, preset=preset,
         compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
-        method=method, engine=engine,
+        method=method, engine=engine, in_process=in_process,
     )  # fmt: skip
     return estimate_on(d, prompt=prompt, output=output, batch=batch, price_per_gpu_hour=price_per_gpu_hour)
 

@@ -63,6 +63,7 @@ def simulate(
     calibration: str | None = o.CALIBRATION,
     method: str = o.METHOD,
     engine: str | None = o.ENGINE,
+    in_process: bool = o.IN_PROCESS,
     replicas: int = option(1, "--replicas", help="Identical replicas behind the router (at most 1000)."),
     router: str = option("round-robin", "--router", help="round-robin or least-outstanding."),
     rate: float | None = option(None, "--rate", help="Requests per second, fleet-wide (default 2)."),
@@ -105,7 +106,7 @@ def simulate(
         model, gpu, weights=weights, maths=maths, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep,
         dp_attention=dp_attention, preset=preset,
         compute_eff=compute_eff, bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration,
-        method=method, engine=engine,
+        method=method, engine=engine, in_process=in_process,
     )  # fmt: skip
     w = build_workload(
         rate,
@@ -163,6 +164,7 @@ def plan(
     calibration: str | None = o.CALIBRATION,
     method: str = o.METHOD,
     engine: str | None = o.ENGINE,
+    in_process: bool = o.IN_PROCESS,
     compare: str | None = option(
         None, "--compare", help="Rank deployments GPU[:TP[:WEIGHTS]],...: e.g. h100-sxm:1:bf16,h200:1:fp8."
     ),
@@ -244,6 +246,7 @@ def plan(
         maths=maths, kv_dtype=kv_dtype, pp=pp, ep=ep, dp_attention=dp_attention,
         preset=preset, compute_eff=compute_eff,
         bandwidth_eff=bandwidth_eff, gpu_file=gpu_file, calibration=calibration, method=method, engine=engine,
+        in_process=in_process,
     )  # fmt: skip
     deployments = [  # bad names fail here, before any simulation
         deployment(model, g, weights=wt, tp=t, **shared) for g, t, wt in specs

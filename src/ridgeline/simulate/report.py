@@ -128,8 +128,9 @@ def server_warning(
     token), so a replica passes at most 1 / that many requests a second to its engine. The
     simulated steps leave it out (its first-token cost at low load is the profile's
     first_token_s): a warning when the fleet's rate, shared evenly over the replicas, is past
-    it, for requests of these mean lengths; None without a profile or below it."""
-    if m.engine is None or rate_per_s is None:
+    it, for requests of these mean lengths; None without a profile, in the engine's own
+    process (no server) or below it."""
+    if m.engine is None or m.in_process or rate_per_s is None:
         return None
     each_s = float(m.engine.server_s(1, prompt_tokens, streamed_tokens))
     per_replica = rate_per_s / replicas

@@ -303,6 +303,7 @@ def summarize_run(
             "pp": m.par.pp,
             "ep": m.par.ep,
             "dp_attention": m.par.dp_attention,
+            "in_process": m.in_process,
             "gpus_per_replica": m.par.gpus,
             "replicas": replicas,
             "router": router,
