@@ -222,6 +222,8 @@ MIXED = {
 
 
 def deployment(row: Row, profile: EngineProfile | None) -> Deployment:
+    """The row's deployment, in process: its TTFT is the engine's own, and `predict` adds the
+    server's first-token cost (`first_token_s`) for a row that ran over HTTP."""
     if profile is not None and row.graphs is not None:  # the run captured other graphs than the profile's
         profile = replace(profile, graph_max_seqs=row.graphs)
     arch = get_model(row.model)
@@ -234,7 +236,7 @@ def deployment(row: Row, profile: EngineProfile | None) -> Deployment:
         weights = "file"
     return Deployment.build(
         arch, row.gpu, weights=weights, maths=row.maths, kv_dtype=row.kv, tp=row.tp, ep=row.ep,
-        dp_attention=row.dp_attention, engine=profile,
+        dp_attention=row.dp_attention, engine=profile, in_process=True,
     )  # fmt: skip
 
 
@@ -278,10 +280,14 @@ def _unit(seconds: float, unit: str) -> float:
 
 def simulated(row: Row, d: Deployment) -> dict[str, Any]:
     """The row's workload run through the simulator on `d`, summarised: TTFT's and TPOT's
-    median and mean, E2E's median, the makespan and the tokens (TTFT and E2E without the
-    profile's first-token cost, which predict adds back for a row over HTTP)."""
+    median and mean, E2E's median, the makespan and the tokens. TTFT and E2E are the
+    engine's own, as in its process (a deployment built otherwise is taken so): `predict`
+    adds the server's first-token cost for a row over HTTP."""
     from ridgeline.simulate import Workload, simulate
     from ridgeline.simulate.run import engine_config
+
+    if not d.in_process:
+        d = replace(d, in_process=True)
 
     cfg = engine_config(
         d,
@@ -315,16 +321,13 @@ def simulated(row: Row, d: Deployment) -> dict[str, Any]:
     s = result.summary
     assert s is not None  # simulate() summarizes unless told not to
     recs = result.records
-    # the simulator's TTFT and E2E hold the profile's first-token cost; the row adds it back
-    # only when it ran over HTTP (predict)
-    offset = d.ttft_offset_s
-    makespan = max(r["arrival_s"] + r["e2e_s"] for r in recs) - min(r["arrival_s"] for r in recs) - offset
+    makespan = max(r["arrival_s"] + r["e2e_s"] for r in recs) - min(r["arrival_s"] for r in recs)
     return {
         "tpot_p50": s.tpot_s.p50,
         "tpot_mean": s.tpot_s.mean,
-        "ttft_p50": _less(s.ttft_s.p50, offset),
-        "ttft_mean": _less(s.ttft_s.mean, offset),
-        "e2e_p50": _less(s.e2e_s.p50, offset),
+        "ttft_p50": s.ttft_s.p50,
+        "ttft_mean": s.ttft_s.mean,
+        "e2e_p50": s.e2e_s.p50,
         "requests": len(result.records),
         "makespan_s": makespan,
         "output_tokens": sum(r["output_tokens"] for r in recs),
@@ -354,10 +357,6 @@ def _upper(spread: Lengths) -> int:
     """The longest length a spread draws (its mean for one without a longest)."""
     upper = spread.upper()
     return upper if upper is not None else spread.mean
-
-
-def _less(p50: float | None, offset_s: float) -> float | None:
-    return None if p50 is None else p50 - offset_s
 
 
 SHAREGPT_SIGMA = 1.0  # ShareGPT's prompt and reply lengths: heavy-tailed, lognormal about their means
