@@ -270,8 +270,10 @@ def predict(row: Row, profile: EngineProfile | None, d: Deployment | None = None
 
 
 def first_token_s(row: Row, d: Deployment) -> float:
-    """The first token's extra cost over HTTP behind the row's front end."""
-    return d.engine.first_token_behind(row.front_end) if d.engine is not None else d.ttft_offset_s
+    """The first token's extra cost over HTTP behind the row's front end: the engine's, or
+    without one its preset's or calibration's offset (the row's deployment, built in process,
+    pays none itself)."""
+    return d.engine.first_token_behind(row.front_end) if d.engine is not None else d.eff.ttft_offset_s
 
 
 def _unit(seconds: float, unit: str) -> float:
