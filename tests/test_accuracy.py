@@ -61,7 +61,7 @@ LATER = (
     | {"Y01"}
 )
 FIRST_100_HELD_OUT_MEDIAN = 0.10  # the target itself (measured 8.49%)
-CHECKS_MEDIAN = 0.23  # the sources kept as checks, which no profile was fitted to (measured 22.2%)
+CHECKS_MEDIAN = 0.22  # the sources kept as checks, which no profile was fitted to (measured 21.2%)
 
 
 @pytest.fixture(scope="module")
@@ -321,12 +321,13 @@ def test_a_run_with_its_prefix_cache_off_is_simulated_without_one() -> None:
 
 def test_the_sources_kept_as_checks_are_predicted_and_never_fitted() -> None:
     """GPUStack's Qwen3-14B and Qwen3-32B pages, its DeepSeek-R1 page, its two Qwen3-235B-A22B
-    pages and its five GLM-4.5-Air and GLM-4.6 pages (corpus.CHECKS) are in the corpus but in
-    no fit: no fold of cv.json leaves them out, since none held them, so
+    pages, its five GLM-4.5-Air and GLM-4.6 pages and SGLang's vLLM 0.6.0 rows
+    (corpus.CHECKS) are in the corpus but in no fit: no fold of cv.json leaves them out, since
+    none held them, so
     the fitted profiles' predictions are their held-out ones. Their median |error| stays
     where it was measured."""
     rows = corpus.check_rows()
-    assert len(rows) == 38 + 9 + 29 + 40 and {r.group for r in rows} == set(corpus.CHECKS)
+    assert len(rows) == 38 + 9 + 29 + 40 + 10 and {r.group for r in rows} == set(corpus.CHECKS)
     assert not {r.id for r in rows} & {r.id for r in corpus.rows()}
     assert not any(group in folds for folds in report.folds().values() for group in corpus.CHECKS)
     checked = report.check(rows)

@@ -188,6 +188,9 @@ class Scheduler:
     # size), or each rank's own (vLLM's DP ranks are whole engines; TensorRT-LLM's
     # max_batch_size and max_num_tokens are a rank's)
     dp_limits: str = "replica"
+    # multi-step scheduling (vLLM 0.6's --num-scheduler-steps): decode steps a scheduling runs
+    # before the queue is looked at again; 1 everywhere else
+    num_scheduler_steps: int = 1
 
     def on(self, hw: Accelerator) -> Scheduler:
         """The defaults the engine starts with on this accelerator."""
@@ -604,6 +607,7 @@ _COUNTS = {
     "small_max_num_batched_tokens": _TOKENS,
     "large_max_num_seqs": _SEQS,
     "large_max_num_batched_tokens": _TOKENS,
+    "num_scheduler_steps": (1, 1024),
 }
 
 
@@ -634,6 +638,11 @@ def _scheduler(w: str, sched: dict[str, Any]) -> Scheduler:
     caching = check_flag(f"{w}: scheduler.prefix_caching", sched.get("prefix_caching", False))
     overlap = check_flag(f"{w}: scheduler.overlap", sched.get("overlap", False))
     dp_limits = check_dp_limits(f"{w}: scheduler.dp_limits", sched.get("dp_limits", "replica"))
+    if given.get("num_scheduler_steps", 1) > 1 and chunked:
+        raise RidgelineError(
+            f"{w}: scheduler.num_scheduler_steps runs every prefill whole, as vLLM 0.6's multi-step "
+            "scheduling does: set scheduler.chunked_prefill = false"
+        )
     return Scheduler(
         policy=str(sched.get("policy", "vllm")),
         chunked_prefill=chunked,
@@ -900,6 +909,8 @@ def _scheduler_fields(sc: Scheduler) -> dict[str, Any]:
     }
     if sc.dp_limits != "replica":
         fields["dp_limits"] = sc.dp_limits
+    if sc.num_scheduler_steps != 1:
+        fields["num_scheduler_steps"] = sc.num_scheduler_steps
     tiers = {
         "small_max_num_seqs": sc.small_max_num_seqs,
         "small_max_num_batched_tokens": sc.small_max_num_batched_tokens,

@@ -87,6 +87,9 @@ CHECKS = {
     "than its H100 node, where the profiles, from the rest, put the two 1.5-2.3x apart",
     "GPUStack GLM MoE": "never fitted: GLM-4.5-Air and GLM-4.6, a model family no fitted source "
     "has, kept unseen to check the profiles on it",
+    "vLLM 0.6.0 in SGLang's benchmark": "never fitted: vLLM 0.6.0's V0 engine under multi-step "
+    "scheduling (--num-scheduler-steps 10), which no fitted source ran, kept unseen to check the "
+    "simulator's multi-step runs on the vLLM profile fitted to later releases",
 }
 MAX_SIMULATED_REQUESTS = 4000  # an offline run's throughput settles long before 30,000 requests
 
@@ -119,6 +122,7 @@ class Row:
     graphs: int | None  # the largest decode batch the run captured as a CUDA graph (None: the profile's)
     cache: bool | None  # the engine's prefix cache on or off (None: the profile's)
     overlap: bool | None  # the engine's overlapped scheduling on or off (None: the profile's)
+    steps: int | None  # decode steps a scheduling ran (vLLM 0.6's multi-step; None: the profile's)
     measured: float
     unit: str
     dp_attention: bool = False  # attention data-parallel over the TP GPUs (no corpus row yet)
@@ -180,6 +184,7 @@ def _mapped() -> tuple[Row, ...]:
                 graphs=int(r["graphs"]) if r["graphs"] else None,
                 cache=ON_OFF[r["cache"]],
                 overlap=ON_OFF[r["overlap"]],
+                steps=int(r["steps"]) if r["steps"] else None,
                 measured=float(r["measured"]),
                 unit=r["unit"],
             )
@@ -298,6 +303,9 @@ def simulated(row: Row, d: Deployment) -> dict[str, Any]:
         policy=row.policy,
         prefix_caching=row.cache,
         overlap=row.overlap,
+        # multi-step scheduling ran whole prefills (vLLM 0.6 refused it with chunked prefill)
+        chunked_prefill=False if row.steps and row.steps > 1 else None,
+        num_scheduler_steps=row.steps,
     )
     seqs = cfg.max_num_seqs
     if cfg.max_num_batched_tokens < seqs:  # vLLM requires a budget of at least one token a sequence

@@ -36,6 +36,11 @@ CHUNKED = option(
     "--chunked-prefill",
     help="on, or off: a prefill runs whole in one step (default: the --engine's, else on).",
 )
+SCHEDULER_STEPS = option(
+    None,
+    "--num-scheduler-steps",
+    help="Decode steps a scheduling runs, 1 to 1024 (vLLM 0.6's multi-step; needs --chunked-prefill off).",
+)
 BLOCK = option(16, "--block-tokens", help="Tokens per KV-cache block (1 to 1024).")
 UTILIZATION = option(0.9, "--gpu-memory-utilization", help="Fraction of memory for weights and KV.")
 HIT_RATE = option(0.0, "--prefix-hit-rate", help="Fraction of each prompt found in the prefix cache.")
@@ -83,6 +88,7 @@ def simulate(
     max_num_seqs: int | None = MAX_SEQS,
     max_num_batched_tokens: int | None = MAX_TOKENS,
     chunked_prefill: str | None = CHUNKED,
+    num_scheduler_steps: int | None = SCHEDULER_STEPS,
     block_tokens: int = BLOCK,
     gpu_memory_utilization: float = UTILIZATION,
     prefix_hit_rate: float = HIT_RATE,
@@ -127,7 +133,7 @@ def simulate(
     )
     cfg = engine_config(
         d, max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization, not no_jump,
-        chunked_prefill=_chunked(chunked_prefill),
+        chunked_prefill=_chunked(chunked_prefill), num_scheduler_steps=num_scheduler_steps,
     )  # fmt: skip
     slo = _slo_or_none(slo_ttft_p99, slo_tpot_p99, slo_e2e_p99)
     total = len(w.trace.arrival_s) if w.trace else (w.requests or None)
@@ -181,6 +187,7 @@ def plan(
     max_num_seqs: int | None = MAX_SEQS,
     max_num_batched_tokens: int | None = MAX_TOKENS,
     chunked_prefill: str | None = CHUNKED,
+    num_scheduler_steps: int | None = SCHEDULER_STEPS,
     block_tokens: int = BLOCK,
     gpu_memory_utilization: float = UTILIZATION,
     prefix_hit_rate: float = HIT_RATE,
@@ -254,7 +261,7 @@ def plan(
     # every deployment shares the engine profile, so its scheduler's defaults hold for all
     cfg = engine_config(
         deployments[0], max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization,
-        chunked_prefill=_chunked(chunked_prefill),
+        chunked_prefill=_chunked(chunked_prefill), num_scheduler_steps=num_scheduler_steps,
     )  # fmt: skip
     estimate = len(deployments) * (seeds * 8 + 1 + planner.CONFIRM_SEEDS)
     with SigtermInterrupts(say=True), _progress(not as_json, estimate, "planning") as progress:

@@ -19,6 +19,16 @@ A step is planned from the requests that had arrived when it was planned: at its
 for an engine that overlaps its scheduling with the GPU (EngineConfig.overlap: SGLang 0.4 on,
 TensorRT-LLM's PyTorch runtime), while the step before it ran, from that step's start. A
 request that arrives mid-step then waits for one more step; an idle engine plans at once.
+
+With multi-step scheduling (EngineConfig.num_scheduler_steps = N > 1: vLLM 0.6's
+`--num-scheduler-steps`, in its V0 engine) the scheduler runs once for N decode steps: a
+decode-only batch runs N steps in a row, and a request that arrives meanwhile waits for the
+run's end; the tokens of a run reach the client at its end, so a request that finishes
+inside one is done when the run is. A prefill runs whole, in a step of its own (the decoders
+wait), and its first token leaves at once. Not modelled: a sequence that finishes inside a
+run keeps its slot, computing tokens nobody reads, until the run ends (here it leaves at its
+last token), and a run stops short when its decoders' fresh blocks run out, where vLLM
+reserves the run's slots when it schedules it.
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ from ridgeline.simulate.scheduler import POLICIES
 from ridgeline.simulate.steptime import DecodeRun, StepModel
 
 MAX_ITERATIONS = 100_000_000  # engine steps (or jumped runs) of one replica in one run
+MAX_SCHEDULER_STEPS = 1024  # decode steps one scheduling may run
 
 
 class Young:
@@ -117,6 +128,7 @@ class EngineConfig:
     prefix_caching: bool = False  # a preempted request's freed blocks stay cached until reused
     overlap: bool = False  # the next step is planned while this one runs (Scheduler.overlap)
     dp_limits: str = Scheduler.dp_limits  # under data-parallel attention: "replica" or "rank" (Scheduler)
+    num_scheduler_steps: int = Scheduler.num_scheduler_steps  # decode steps a scheduling runs (vLLM 0.6)
 
     def __post_init__(self) -> None:
         self.check()
@@ -132,6 +144,12 @@ class EngineConfig:
             if not isinstance(getattr(self, name), bool):
                 raise RidgelineError(f"{name} must be True or False, got {getattr(self, name)!r}")
         check_dp_limits("dp_limits", self.dp_limits)
+        check_size("--num-scheduler-steps", self.num_scheduler_steps, 1, MAX_SCHEDULER_STEPS)
+        if self.num_scheduler_steps > 1 and self.chunked_prefill:
+            raise RidgelineError(
+                f"--num-scheduler-steps {self.num_scheduler_steps} runs every prefill whole, as vLLM "
+                "0.6's multi-step scheduling does: add --chunked-prefill off"
+            )
         if not isinstance(self.policy, str) or self.policy not in POLICIES:
             raise RidgelineError(
                 f"scheduler policy {self.policy!r} is unknown: use {' or '.join(map(repr, POLICIES))}"
@@ -272,6 +290,12 @@ class Engine:
         # before a waiting queue could move, when not only at a finish (policy.py: optional)
         self.requeue_at_head = getattr(self.policy, "requeue_at_head", True)
         self.quiet_steps = getattr(self.policy, "quiet_steps", None)
+        # multi-step scheduling: the decode steps a scheduling runs, those left of the run
+        # under way (0: none is), and the requests that finished inside it, whose last tokens
+        # reach the client when it ends
+        self.run_steps = cfg.num_scheduler_steps
+        self.locked = 0
+        self.unreleased: list[int] = []
 
     # --- the loop ---------------------------------------------------------------------------
     def add(self, rid: int) -> None:
@@ -331,8 +355,18 @@ class Engine:
                     f"a replica has run {MAX_ITERATIONS:,} engine steps, the most one run takes: send "
                     "fewer or shorter requests, add --replicas, or drop --no-jump"
                 )
+            if self.locked:  # inside a multi-step run: the scheduler waits for its end
+                need = cnt[self.step % bs]
+                if need <= self.free_blocks:
+                    self.free_blocks -= need
+                    self.taken += need
+                    self.decode_steps(barrier)
+                    continue
+                self.end_run()  # its fresh blocks ran out: it stops short, and the scheduler makes room
             if waiting or prefilling or not self.n_decoding:
                 preempt, chunks, decode = schedule(self)
+                if chunks and self.run_steps > 1:
+                    decode = False  # V0's prefill step runs alone
                 apply(preempt, chunks, decode)
                 if chunks or preempt or prefilling or not self.n_decoding:
                     one_step(chunks, decode)
@@ -346,10 +380,30 @@ class Engine:
                     continue
                 self.free_blocks -= need
                 self.taken += need
-            if self.jump:
-                self.decode_run_or_step(barrier)
-            else:
-                one_step(())
+            if self.run_steps > 1:
+                self.locked = self.run_steps  # a decode-only scheduling: a run of them begins
+            self.decode_steps(barrier)
+
+    def decode_steps(self, barrier: float) -> None:
+        """Decode-only steps: a closed-form run of them, or one; inside a multi-step run, at
+        most the steps it has left, and the run ends with its last or its last decoder."""
+        start = self.step
+        if self.jump:
+            self.decode_run_or_step(barrier)
+        else:
+            self.one_step(())
+        if self.locked:
+            self.locked -= self.step - start
+            if self.locked <= 0 or not self.n_decoding:
+                self.end_run()
+
+    def end_run(self) -> None:
+        """A multi-step run ends: the tokens it wrote reach their clients, and the requests
+        that finished inside it are done now."""
+        self.locked = 0
+        for rid in self.unreleased:
+            self.release(rid, self.t)
+        self.unreleased.clear()
 
     def apply(self, preempt: Sequence[int], chunks: Sequence[Chunk], decode: bool = True) -> None:
         """A policy's plan: preempt, reserve the decoders' fresh blocks (when they run), then
@@ -600,9 +654,11 @@ class Engine:
         k = last - s + 1
         if k > k_age:
             k = int(k_age)
+        if self.locked and k > self.locked:
+            k = self.locked  # the run's steps left: the scheduler plans the next at its end
         if k > 1:
             delta = barrier - self.t
-            if not self.waiting and self.next < len(self.pending):
+            if not self.locked and not self.waiting and self.next < len(self.pending):
                 arrival = r.arrival_s[self.pending[self.next]]
                 if arrival < barrier:
                     delta = arrival - self.t
@@ -610,7 +666,7 @@ class Engine:
                 k = 1
             elif k - 1 > self.free_blocks // n * self.block_tokens:  # block_steps' quick answer
                 k = self.block_steps(k)
-            if k > 1 and self.waiting and self.quiet_steps is not None:
+            if k > 1 and self.waiting and self.quiet_steps is not None and not self.locked:
                 k = self.quiet_steps(self, k)  # the policy may admit the queue's head sooner
         if k > 1:
             run = DecodeRun(compute, grow_c, memory, grow_m, f0, host)  # the run's two lines, its floor
@@ -769,6 +825,13 @@ class Engine:
 
     def finish(self, rid: int, t: float) -> None:
         self.reqs.state[rid] = DONE
+        if self.locked:
+            self.unreleased.append(rid)  # done when the run is
+            return
+        self.release(rid, t)
+
+    def release(self, rid: int, t: float) -> None:
+        """The request's last token reaches its client at t: it is done."""
         self.reqs.finish_s[rid] = t
         self.finished.append(t)
         self.done.append(rid)

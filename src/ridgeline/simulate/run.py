@@ -109,11 +109,12 @@ def engine_config(
     chunked_prefill: bool | None = None,
     prefix_caching: bool | None = None,
     overlap: bool | None = None,
+    num_scheduler_steps: int | None = None,
 ) -> EngineConfig:
     """The engine's knobs: those given, else the deployment's engine profile's scheduler
-    (its policy, max sequences, batched-token budget, chunked prefill, prefix caching and
-    overlapped scheduling, and whose limits they are under data-parallel attention), else
-    vLLM's defaults."""
+    (its policy, max sequences, batched-token budget, chunked prefill, prefix caching,
+    overlapped and multi-step scheduling, and whose limits they are under data-parallel
+    attention), else vLLM's defaults."""
     base = m.scheduler or EngineConfig()
     return EngineConfig(
         max_num_seqs=base.max_num_seqs if max_num_seqs is None else max_num_seqs,
@@ -128,6 +129,7 @@ def engine_config(
         prefix_caching=base.prefix_caching if prefix_caching is None else prefix_caching,
         overlap=base.overlap if overlap is None else overlap,
         dp_limits=base.dp_limits,
+        num_scheduler_steps=base.num_scheduler_steps if num_scheduler_steps is None else num_scheduler_steps,
     )
 
 
