@@ -48,7 +48,7 @@ def test_simulate_json_keys_are_stable() -> None:
 DOCUMENTED_KEYS = [
     *("ttft_s", "tpot_s", "e2e_s", "queue_s", "requests", "completed", "errors", "duration_s"),
     *("throughput_tokens_per_s", "requests_per_s", "goodput_requests_per_s", "slo_attainment"),
-    *("preemptions", "input_tokens_per_s", "offered_rate_per_s", "overloaded", "queue_growth"),
+    *("preemptions", "itl_s", "input_tokens_per_s", "offered_rate_per_s", "overloaded", "queue_growth"),
     *("slo", "utilisation", "deployment", "engine", "workload", "warnings"),
 ]
 
@@ -63,6 +63,7 @@ def test_the_typed_summary_is_the_documented_json() -> None:
     data = s.to_dict()
     assert list(data) == DOCUMENTED_KEYS
     assert list(data["ttft_s"]) == ["n", "mean", "p50", "p90", "p99", "p99_ci95", "warnings"]
+    assert list(data["itl_s"]) == list(data["ttft_s"]) and data["itl_s"]["n"] == 40 * 50  # decode steps
     assert list(data["slo"]) == ["ttft_s", "tpot_s", "e2e_s", "p99_met", "met"]
     assert set(data["utilisation"]["timeseries"]) == {
         *("t_s", "busy", "batch", "waiting", "kv_utilisation", "mfu", "mbu"),

@@ -14,9 +14,11 @@ simulator and `ridgeline measure` both write them, and `compare` reads either.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
+from itertools import accumulate
 from typing import Any
 
 TYPE_CHECKING = False
@@ -215,16 +217,64 @@ def percentiles_of(columns: dict[str, Any]) -> dict[str, Percentiles]:
         x = _samples(values)
         n = len(x)
         if n == 0:
-            out[name] = Percentiles(0, None, None, None, None, None, (f"{name}: no samples",))
+            out[name] = _no_samples(name)
             continue
         lo, hi = quantile_ranks(n, 0.99, P99_CONFIDENCE)
         (p50, p90, p99), ranked = percentiles_and_ranks(x, (50, 90, 99), (lo, hi))
-        notes = tuple(
-            f"{name} {q} rests on {n} samples (want >= {k})" for q, k in MIN_SAMPLES.items() if n < k
-        )
-        ci = None if ranked[0] is None else (ranked[0], ranked[1])
-        out[name] = Percentiles(n, float(math.fsum(x) / n), p50, p90, p99, ci, notes)
+        out[name] = _percentiles(name, n, float(math.fsum(x) / n), (p50, p90, p99), ranked)
     return out
+
+
+def weighted_percentiles(values: Sequence[float], counts: Sequence[int], name: str = "value") -> Percentiles:
+    """`percentiles` of the values, each repeated its count of times, without making the
+    repeats (the simulator's inter-token latencies: a step's time once for every sequence
+    that waited it for a token): the order statistics are read off the running counts."""
+    if len(values) > NUMPY_VALUES:  # a long run's rows: numpy's sort, the same order statistics
+        import numpy as np
+
+        v, c = np.asarray(values, dtype=float), np.asarray(counts, dtype=np.int64)
+        keep = (c > 0) & ~np.isnan(v)
+        order = np.argsort(v[keep], kind="stable")
+        sorted_v, sorted_c = v[keep][order].tolist(), c[keep][order].tolist()
+    else:
+        pairs = sorted((float(v), int(c)) for v, c in zip(values, counts, strict=True) if c > 0 and v == v)
+        sorted_v, sorted_c = [v for v, _ in pairs], [c for _, c in pairs]
+    ends = list(accumulate(sorted_c))  # the rank after each value's last repeat
+    n = ends[-1] if ends else 0
+    if n == 0:
+        return _no_samples(name)
+
+    def at(rank: int) -> float:
+        return float(sorted_v[bisect_right(ends, rank)])
+
+    lo, hi = quantile_ranks(n, 0.99, P99_CONFIDENCE)
+    marks = [_virtual_index(n, q) for q in (50, 90, 99)]
+    values_at = [_lerp(at(a), at(b), h - a) for h, a, b in marks]
+    ranked = [None if r is None else at(r) for r in (lo, hi)]
+    mean = math.fsum(v * c for v, c in zip(sorted_v, sorted_c, strict=True)) / n
+    return _percentiles(name, n, mean, (values_at[0], values_at[1], values_at[2]), ranked)
+
+
+def _no_samples(name: str) -> Percentiles:
+    return Percentiles(0, None, None, None, None, None, (f"{name}: no samples",))
+
+
+def _percentiles(
+    name: str, n: int, mean: float, p: tuple[float, float, float], ranked: Sequence[float | None]
+) -> Percentiles:
+    """The percentiles of n samples, with the p99's interval from its two order statistics
+    and a note for each percentile that rests on too few."""
+    notes = tuple(f"{name} {q} rests on {n} samples (want >= {k})" for q, k in MIN_SAMPLES.items() if n < k)
+    ci = None if ranked[0] is None else (ranked[0], ranked[1])
+    return Percentiles(n, mean, p[0], p[1], p[2], ci, notes)
+
+
+def _virtual_index(n: int, q: float) -> tuple[float, int, int]:
+    """numpy's virtual index of the q-th percentile of n values, computed as numpy computes
+    it, and the ranks either side."""
+    h = (n - 1) * (q / 100)
+    lo = math.floor(h)
+    return h, lo, min(lo + 1, n - 1)
 
 
 @cache
@@ -276,11 +326,7 @@ def percentiles_and_ranks(
     (a short run's start-up would wait longer for numpy's import than the sort takes),
     numpy's partition above."""
     n = len(x)
-    marks = []
-    for q in qs:
-        h = (n - 1) * (q / 100)  # numpy's virtual index, computed as numpy computes it
-        lo = math.floor(h)
-        marks.append((h, lo, min(lo + 1, n - 1)))
+    marks = [_virtual_index(n, q) for q in qs]
     ranks = list(ranks)
     wanted = sorted({i for _, lo, hi in marks for i in (lo, hi)} | {r for r in ranks if r is not None})
     if n > NUMPY_VALUES:

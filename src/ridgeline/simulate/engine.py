@@ -201,6 +201,10 @@ class Trace:
         self.used_blocks = array("q")
         self.pairs = [array("d") for _ in range(groups)]
         self.cached = [array("d") for _ in range(groups)]
+        # the decoders that emitted a token in each of the row's steps, and those that waited
+        # out a step that ran prefills alone (their next token's gap holds it too)
+        self.emitting = array("q")
+        self.paused = array("q")
 
 
 class Engine:
@@ -273,6 +277,8 @@ class Engine:
             tr.used_blocks.append,
             tr.pairs[0].append,
             tr.cached[0].append,
+            tr.emitting.append,
+            tr.paused.append,
         )
         self.fast = model.global_only and model.exact  # the affine step model, scalars
         # the step model's memo and slopes, read on every step of the fast path
@@ -518,7 +524,7 @@ class Engine:
                     dt = self.host_per_seq * sampled
             else:
                 dt = model.time_s(tokens, [pairs], [cached], sampled, self.spread(n, chunks, tokens, pairs))
-            self.record(dt, 1, tokens, pairs, cached)
+            self.record(dt, 1, tokens, pairs, cached, n, self.n_decoding - n)
         else:
             if decode:
                 group_pairs, group_cached, _ = self.decode_totals()
@@ -533,7 +539,7 @@ class Engine:
                     group_cached[g] += cached_tokens(c, w)
             spread = self.spread(n, chunks, tokens, sum(group_pairs))
             dt = model.time_s(tokens, group_pairs, group_cached, sampled, spread)
-            self.record_groups(dt, tokens, group_pairs, group_cached)
+            self.record_groups(dt, tokens, group_pairs, group_cached, 1, n, self.n_decoding - n)
         self.planned = self.t
         t1 = self.t + dt
         self.t = t1
@@ -588,11 +594,15 @@ class Engine:
             growth.append(young.n)
         return pairs, cached, growth
 
-    def record(self, dt: float, steps: int, tokens: int, pairs: float, cached: float) -> None:
+    def record(
+        self, dt: float, steps: int, tokens: int, pairs: float, cached: float, emitting: int, paused: int
+    ) -> None:
         self.iterations += 1
         if not self.tracing:
             return
-        t, d, k, n, run, wait, used, p, c = self._appends
+        t, d, k, n, run, wait, used, p, c, e, w = self._appends
+        e(emitting)
+        w(paused)
         t(self.t)
         d(dt)
         k(steps)
@@ -604,9 +614,16 @@ class Engine:
         c(cached)
 
     def record_groups(
-        self, dt: float, tokens: int, pairs: list[float], cached: list[float], steps: int = 1
+        self,
+        dt: float,
+        tokens: int,
+        pairs: list[float],
+        cached: list[float],
+        steps: int,
+        emitting: int,
+        paused: int,
     ) -> None:
-        self.record(dt, steps, tokens, pairs[0], cached[0])
+        self.record(dt, steps, tokens, pairs[0], cached[0], emitting, paused)
         if not self.tracing:
             return
         for g in range(1, len(pairs)):
@@ -683,13 +700,13 @@ class Engine:
             mid = (k - 1) / 2.0
             pairs_g = [p + g * mid for p, g in zip(pairs_g, growth, strict=True)]
             cached_g = [c + g * mid for c, g in zip(cached_g, growth, strict=True)]
-            self.record_groups(dt, n, pairs_g, cached_g, k)
+            self.record_groups(dt, n, pairs_g, cached_g, k, n, 0)
         else:
             if k > 1:
                 mean += (k - 1) / 2.0
                 pairs = n * attended_pairs(1, mean, 0)
                 cached = n * cached_tokens(mean, 0)
-            self.record(dt, k, n, pairs, cached)
+            self.record(dt, k, n, pairs, cached, n, 0)
         # the run's last step started after the k - 1 before it
         self.planned = self.t + (run.elapsed_s(k - 1) if self.overlap and k > 1 else 0.0)
         t = self.t + dt

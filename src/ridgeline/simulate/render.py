@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ridgeline.simulate.run import Summary
 
 console = Console(highlight=False)
-ROWS = (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("E2E", "e2e_s"), ("queue", "queue_s"))
+ROWS = (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL", "itl_s"), ("E2E", "e2e_s"), ("queue", "queue_s"))
 
 
 def _s(value: float | None) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import accumulate, pairwise, repeat
 from operator import add, mul, sub
 from typing import Any
@@ -163,6 +163,45 @@ class Utilisation:
 
 
 NUMPY_ROWS = 20_000  # step rows above which the over-time sums load numpy (about 50 ms) to save time
+
+
+def inter_token_latency(engines: Sequence[Engine]) -> metrics.Percentiles:
+    """Each decode token's wait since its sequence's last (ITL per token, as `measure` reads
+    a stream): a step's time once for every sequence that emitted a token in it (a
+    closed-form run of k steps, its mean step k times), and, for the sequences that waited
+    out steps that ran prefills alone, those steps' time too on their next token. A
+    request's first token waits its TTFT, not an ITL; so over a run without preemptions the
+    mean, weighted by tokens, is the requests' E2E less TTFT over their decode tokens. A
+    multi-step run's tokens leave together at its end; each is its run's mean step here,
+    as `measure` divides a chunk's gap by the tokens it carried. No interval on the p99: the
+    tokens of one step share its time, so they are not independent samples of it."""
+    values: list[float] = []
+    counts: list[int] = []
+    for e in engines:
+        tr = e.trace
+        stalls: list[tuple[int, float]] = []  # (decoders there, time) of prefill-only steps since
+        for dt, k, n, paused in zip(tr.dt_s, tr.steps, tr.emitting, tr.paused, strict=True):
+            if not n:
+                if paused:
+                    stalls.append((paused, dt))
+                continue
+            step = dt / k
+            held = 0
+            if stalls:
+                # the decoders there at a stalled step waited it and every one after it: a
+                # cohort for each step at which more were there than before (a prefill ended)
+                waited = math.fsum(d for _, d in stalls)
+                for present, stalled in stalls:
+                    joined = min(present, n) - held
+                    if joined > 0:
+                        values.append(step + waited)
+                        counts.append(joined)
+                        held += joined
+                    waited -= stalled
+                stalls = []
+            values.append(step)
+            counts.append(n * k - held)
+    return replace(metrics.weighted_percentiles(values, counts, "itl_s"), p99_ci95=None)
 
 
 def utilisation(engines: Sequence[Engine], m: Deployment, makespan_s: float, bins: int = 60) -> Utilisation:

@@ -44,6 +44,7 @@ class Summary(metrics.Summary):
     was, and the run's inputs echoed (`deployment`, `engine`, `workload`). `to_dict()` is
     `simulate --json`, its keys in this order."""
 
+    itl_s: metrics.Percentiles  # each decode token's wait since its sequence's last (report)
     input_tokens_per_s: float
     offered_rate_per_s: float | None
     overloaded: bool
@@ -54,6 +55,10 @@ class Summary(metrics.Summary):
     engine: dict[str, Any]
     workload: dict[str, Any]
     warnings: tuple[str, ...]
+
+    def latency(self, key: str) -> metrics.Percentiles:
+        """The percentiles of one of metrics.LATENCY_KEYS, or of the ITL, by name."""
+        return self.itl_s if key == "itl_s" else super().latency(key)
 
     @property
     def met(self) -> bool:
@@ -289,6 +294,7 @@ def summarize_run(
         notes = notes if server is None else (server, *notes)
     summary = Summary(
         **{f.name: getattr(shared, f.name) for f in fields(shared)},
+        itl_s=report.inter_token_latency(engines),
         input_tokens_per_s=sum(reqs.prompt) / max(makespan, 1e-12),
         offered_rate_per_s=offered,
         overloaded=overloaded,
