@@ -172,14 +172,15 @@ def inter_token_latency(engines: Sequence[Engine]) -> metrics.Percentiles:
     out steps that ran prefills alone, those steps' time too on their next token. A
     request's first token waits its TTFT, not an ITL; so over a run without preemptions the
     mean, weighted by tokens, is the requests' E2E less TTFT over their decode tokens. A
-    multi-step run's tokens leave together at its end; each is its run's mean step here,
-    as `measure` divides a chunk's gap by the tokens it carried. No interval on the p99: the
-    tokens of one step share its time, so they are not independent samples of it."""
+    multi-step run's tokens leave together at its end; each is its own step's time here,
+    about the run's mean step, which `measure` reads (a chunk's gap over its tokens). No
+    interval on the p99: the tokens of one step share its time, so they are not
+    independent samples of it."""
     values: list[float] = []
     counts: list[int] = []
     for e in engines:
         tr = e.trace
-        stalls: list[tuple[int, float]] = []  # (decoders there, time) of prefill-only steps since
+        stalls: list[tuple[int, float]] = []  # (decoders there, time): prefill-only steps
         for dt, k, n, paused in zip(tr.dt_s, tr.steps, tr.emitting, tr.paused, strict=True):
             if not n:
                 if paused:
