@@ -3,7 +3,7 @@ predicted and measured value and the signed error, in-sample and with the row's 
 out of the fit; then the median and worst error by regime and by engine.
 
 Run: python benchmarks/accuracy.py [--rows] [--markdown] [--checks] [--beyond] [--newer]
-[--serving] [--dp-attention] [--amd] [--json]
+[--serving] [--dp-attention] [--amd] [--itl] [--json]
 (the README's accuracy tables are its --markdown and --rows --markdown output, pasted by hand;
 --json prints every row or cell and the summaries as strict JSON, with the keys the README
 lists)
@@ -52,6 +52,11 @@ served with --tp 8 --enable-dp-attention (five: ShareGPT, and random 32K, 4K, 2K
 prompts), and TensorRT-LLM's three DeepSeek-R1 max-throughput recipes with
 enable_attention_dp (one on eight H200s, two on eight B200s), each with the fitted profile
 under --dp-attention and, beside it, at TP alone.
+
+--itl simulates the P99 inter-token latency of the corpus's concurrency-4 runs on GPUStack's
+pages (F14, F15, F16, N07: SGLang, vLLM and TensorRT-LLM on Qwen3-8B, vLLM on gpt-oss-120b,
+one H100 each), which those pages print beside the median TTFT the corpus holds; no profile
+was fitted to a tail of ITL.
 """
 
 from __future__ import annotations
@@ -194,6 +199,7 @@ def main() -> None:
     ap.add_argument("--serving", action="store_true", help="TensorRT-LLM 0.14's serving table (open loop)")
     ap.add_argument("--dp-attention", action="store_true", help="DeepSeek-R1 runs with DP attention")
     ap.add_argument("--amd", action="store_true", help="the AMD page's releases and Oracle's batches")
+    ap.add_argument("--itl", action="store_true", help="P99 ITL of the corpus's concurrency-4 runs")
     ap.add_argument("--json", action="store_true", help="every row or cell and the summary, as strict JSON")
     args = ap.parse_args()
     # the reports of points outside the corpus: each its points, their summary and its printout
@@ -374,12 +380,54 @@ def serving() -> list[dict[str, Any]]:
                 s = corpus.simulated(row, d)
                 point[f"{key}predicted_engine_ms"] = s["ttft_mean"] * 1e3  # without the server's cost
                 point[f"{key}predicted_ttft_ms"] = (s["ttft_mean"] + corpus.first_token_s(row, d)) * 1e3
-                point[f"{key}predicted_itl_ms"] = s["tpot_mean"] * 1e3
+                point[f"{key}predicted_itl_ms"] = s["itl_mean"] * 1e3  # over every token, as the table's
             for key, measured in (("engine", ttft_ms), ("ttft", ttft_ms), ("itl", itl_ms)):
                 for pre in ("", "held_out_"):
                     point[f"{pre}{key}_error"] = point[f"{pre}predicted_{key}_ms"] / measured - 1
             points.append(point)
     return points
+
+
+# The P99 ITL that GPUStack's pages print for the concurrency-4 runs whose median TTFT the
+# corpus holds (the same logs: qwen3-8b/h100-latency.md @1dbc3b81, gpt-oss-120b/h100.md
+# @1f37f1b8), in ms; no profile was fitted to a tail of ITL
+ITL_P99 = {"F14": 11.48, "F15": 40.98, "F16": 24.38, "N07": 23.32}
+
+
+def itl() -> list[dict[str, Any]]:
+    """Each run's P99 ITL simulated with the fitted profile and with the one fitted without
+    the run's source."""
+    by_id = {r.id: r for r in corpus.rows()}
+    profiles = builtin_engines()
+    points = []
+    for rid, measured in ITL_P99.items():
+        row = by_id[rid]
+        fold = report.fold_profile(profiles[row.engine], report.folds()[row.engine][row.group])
+        point: dict[str, Any] = {"row": rid, "engine": row.engine, "model": row.model, "gpu": row.gpu,
+                                 "p99_itl_ms": measured}  # fmt: skip
+        for key, profile in (("", profiles[row.engine]), ("held_out_", fold)):
+            s = corpus.simulated(row, corpus.deployment(row, profile))
+            point[f"{key}predicted_ms"] = s["itl_p99"] * 1e3
+            point[f"{key}error"] = point[f"{key}predicted_ms"] / measured - 1
+        points.append(point)
+    return points
+
+
+def itl_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "n": len(points),
+        "median": report.median_abs([p["error"] for p in points]),
+        "held_out_median": report.median_abs([p["held_out_error"] for p in points]),
+    }
+
+
+def print_itl(points: list[dict[str, Any]]) -> None:
+    print(f"{'row':4} {'engine':8} {'model':14} {'P99 ITL':>8} {'predicted':>9} {'error':>7} {'held out':>8}")
+    for p in points:
+        print(f"{p['row']:4} {p['engine']:8} {p['model']:14} {p['p99_itl_ms']:8.2f} {p['predicted_ms']:9.2f} "
+              f"{p['error']:+7.1%} {p['held_out_error']:+8.1%}")  # fmt: skip
+    s = itl_summary(points)
+    print(f"\n{s['n']} runs: median |error| {s['median']:.1%}, held out {s['held_out_median']:.1%}")
 
 
 def dp_attention() -> list[dict[str, Any]]:
@@ -678,6 +726,7 @@ POINT_REPORTS: dict[
     "serving": (serving, serving_summary, print_serving),
     "dp_attention": (dp_attention, dp_attention_summary, print_dp_attention),
     "amd": (amd, amd_summary, print_amd),
+    "itl": (itl, itl_summary, print_itl),
 }
 
 if __name__ == "__main__":

@@ -287,7 +287,7 @@ def _unit(seconds: float, unit: str) -> float:
 
 def simulated(row: Row, d: Deployment) -> dict[str, Any]:
     """The row's workload run through the simulator on `d`, summarised: TTFT's and TPOT's
-    median and mean, E2E's median, the makespan and the tokens. TTFT and E2E are the
+    median and mean, E2E's median, ITL's mean and p99, the makespan and the tokens. TTFT and E2E are the
     engine's own, as in its process (a deployment built otherwise is taken so): `predict`
     adds the server's first-token cost for a row over HTTP."""
     from ridgeline.simulate import Workload, simulate
@@ -338,6 +338,8 @@ def simulated(row: Row, d: Deployment) -> dict[str, Any]:
         "ttft_p50": s.ttft_s.p50,
         "ttft_mean": s.ttft_s.mean,
         "e2e_p50": s.e2e_s.p50,
+        "itl_mean": s.itl_s.mean,
+        "itl_p99": s.itl_s.p99,
         "requests": len(result.records),
         "makespan_s": makespan,
         "output_tokens": sum(r["output_tokens"] for r in recs),
