@@ -135,6 +135,20 @@ def test_every_packaged_engine_reaches_the_core(client: TestClient, name: str) -
     assert e["tpot_s"] != pytest.approx(ridgeline.estimate(batch=8).tpot_s, rel=1e-6)
 
 
+def test_in_process_is_estimates_in_process(client: TestClient) -> None:
+    """`in_process=true` is `estimate --in-process`: vLLM's TTFT less its server's
+    first-token cost (the prefill alone), its TPOT the same; without an engine nothing moves."""
+    served = client.get("/api/estimate", params={"engine": "vllm"}).json()
+    inside = client.get("/api/estimate", params={"engine": "vllm", "in_process": "true"}).json()
+    core = estimate_on(Deployment.build(engine="vllm", in_process=True), prompt=2000, output=500, batch=1)
+    assert inside == json.loads(json.dumps(core.to_dict())) and inside["inputs"]["in_process"] is True
+    first_token_s = engines()["vllm"].first_token_s
+    assert inside["ttft_s"] == pytest.approx(served["ttft_s"] - first_token_s, rel=1e-12)
+    assert inside["tpot_s"] == served["tpot_s"]
+    plain = client.get("/api/estimate", params={"in_process": "1"}).json()
+    assert plain["ttft_s"] == pytest.approx(STAGE_TTFT_S, abs=5e-5)
+
+
 def test_the_menu_is_ridgeline_engines_json(client: TestClient) -> None:
     from ridgeline.describe import describe_engines
 
@@ -225,11 +239,22 @@ def test_the_engine_menu_in_the_page(browser: Browser, engine_server: str, width
     else:
         expect(page.locator("#tpot-band")).to_be_hidden()
 
+    in_process = page.locator("#in_process")
+    expect(in_process).to_be_enabled()
+    served = ms(estimate_on(Deployment.build(engine="vllm"), prompt=2000, output=500).ttft_s)
+    expect(page.locator("#ttft")).to_have_text(served)
+    in_process.check()  # no server before the first token: the prefill alone
+    inside = estimate_on(Deployment.build(engine="vllm", in_process=True), prompt=2000, output=500)
+    expect(page.locator("#ttft")).to_have_text(ms(inside.ttft_s))
+    expect(page.locator("#tpot")).to_have_text(ms(vllm.tpot_s))
+
     page.keyboard.press("Escape")
     page.locator("#prev").click()  # a step sets its whole state: no engine again
     expect(page.locator("body")).to_have_attribute("data-step", "17")
     expect(engine).to_have_value("none")
     expect(page.locator("#preset")).to_be_enabled()
+    expect(in_process).to_be_disabled()  # no engine, no server to leave out
+    expect(in_process).not_to_be_checked()
     expect(page.locator("#tpot")).to_have_text("6.1 ms")
     context.close()
     assert errors == []

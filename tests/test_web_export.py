@@ -140,6 +140,10 @@ SHIPPED = textwrap.dedent(
         "models": json.loads(browser.call("models")),
         "engines": json.loads(browser.call("engines")),
         "vllm": json.loads(browser.call("playground", json.dumps({"engine": "vllm", "batch": 8}))),
+        "in_process": json.loads(
+            browser.call("playground", json.dumps({"engine": "vllm", "in_process": True}))
+        ),
+        "not_a_switch": json.loads(browser.call("playground", json.dumps({"in_process": "maybe"}))),
         "no_engine": json.loads(browser.call("playground", json.dumps({"engine": "vllmm"}))),
         "slo": json.loads(browser.call("slo", json.dumps(json.loads(sys.argv[4])))),
         "slo_elsewhere": json.loads(browser.call("slo", json.dumps({"gpu": "b200"}))),
@@ -180,6 +184,9 @@ def test_the_shipped_python_answers_as_the_server_without_numpy_or_the_servers_l
     assert out["engines"]["ok"] == as_json(describe_engines())
     assert out["vllm"]["ok"] == as_json(playground(State(engine="vllm", batch=8)))
     assert out["vllm"]["ok"]["roofline"]["engine"]["label"] == "vLLM"
+    assert out["in_process"]["ok"] == as_json(playground(State(engine="vllm", in_process=True)))
+    assert out["in_process"]["ok"]["estimate"]["inputs"]["in_process"] is True
+    assert out["not_a_switch"] == {"error": "in_process: write true or false, got 'maybe'"}
     assert out["no_engine"]["error"].startswith("unknown engine 'vllmm'")
     assert out["slo"]["ok"]["precomputed"] is True
     assert "ridgeline web" in out["slo_elsewhere"]["error"]  # the live server simulates others

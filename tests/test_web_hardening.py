@@ -33,10 +33,11 @@ MAX_DETAIL = 600
 NAMES = ("model", "gpu", "weights", "preset", "maths", "engine")
 STATE_INTS = ("prompt", "output", "batch", "tp")
 # each endpoint: its query parameters, by kind
+STATE = {**dict.fromkeys(NAMES, "name"), **dict.fromkeys(STATE_INTS, "int"), "in_process": "switch"}
 ENDPOINTS: dict[str, dict[str, str]] = {
-    "/api/estimate": {**dict.fromkeys(NAMES, "name"), **dict.fromkeys(STATE_INTS, "int")},
-    "/api/playground": {**dict.fromkeys(NAMES, "name"), **dict.fromkeys(STATE_INTS, "int")},
-    "/api/slo": {**dict.fromkeys(NAMES, "name"), **dict.fromkeys(STATE_INTS, "int")},
+    "/api/estimate": STATE,
+    "/api/playground": STATE,
+    "/api/slo": STATE,
     "/api/roofline": {
         **dict.fromkeys(("model", "gpu", "preset", "maths"), "name"),
         **dict.fromkeys(("prompt", "batch"), "int"),
@@ -116,6 +117,7 @@ BAD: dict[str, list[str]] = {
     ],
     "step": ["0", "-1", "19", "99", HUGE, "nan", "x", "1.5", "\x00", "1e3", "a" * 5000],
 }
+BAD["switch"] = ["maybe", "2", "-1", "nan", "", " ", "\x00", "tru", "truee", "💥", HUGE, "[true]"]
 BAD["int0"] = [v for v in BAD["int"] if v != "0"]
 BAD["drill"] = [*BAD["step"], "1", "2"]  # steps 1 and 2 have no drill
 # values a parameter of the kind may accept (or refuse): mixed in at random
@@ -142,6 +144,7 @@ ODD: dict[str, list[str]] = {
     "number": ["-1", "0", "1e308", "-1e308", "5e-324", "6", "17.64", "1_000", " 6 "],
     "step": [str(n) for n in range(1, 19)],
 }
+ODD["switch"] = ["true", "false", "1", "0", "TRUE", "off", "on", "yes", "no"]
 ODD["int0"] = ODD["int"]
 ODD["drill"] = ["3", "13", *ODD["step"][:4]]
 

@@ -86,8 +86,11 @@ def state_query(
         pattern=NAME,
         description="Engine profile (`ridgeline engines`), or none: the lesson's roofline.",
     ),
+    in_process: bool = Query(
+        False, description="With an engine: run in its process, no server before the first token."
+    ),
 ) -> State:
-    return State(model, gpu, weights, prompt, output, batch, tp, preset, maths, engine)
+    return State(model, gpu, weights, prompt, output, batch, tp, preset, maths, engine, in_process)
 
 
 class StrictJSONResponse(JSONResponse):

@@ -54,6 +54,7 @@ class State:
     preset: str = "lesson"
     maths: str = "bf16"
     engine: str = NO_ENGINE
+    in_process: bool = False  # with an engine: no server before the first token (estimate --in-process)
 
 
 STATE_KEYS = tuple(f.name for f in fields(State))
@@ -63,6 +64,20 @@ WHOLE_LIMITS = {
     "batch": (1, MAX_BATCH),
     "tp": (1, MAX_TP),
 }
+
+
+SWITCHES = ("in_process",)
+
+
+def _switch(key: str, value: Any) -> bool:
+    """On or off: true or false (JSON, or a query's text), 1 or 0."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+        return value.lower() in ("true", "1")
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise RidgelineError(f"{key}: write true or false, got {_shown(value)}")
 
 
 def _shown(value: Any) -> str:
@@ -89,6 +104,8 @@ def state_from(query: Mapping[str, Any]) -> State:
             if not lo <= number <= hi:
                 raise RidgelineError(f"{key} must lie in {lo}..{hi:,}, got {number:,}")
             values[key] = number
+        elif key in SWITCHES:
+            values[key] = _switch(key, value)
         else:
             if not isinstance(value, str) or len(value) > MAX_NAME[key] or not re.fullmatch(NAME, value):
                 raise RidgelineError(f"{key}: not a catalogue name, got {_shown(value)}")
@@ -125,6 +142,7 @@ def machine(s: State) -> Deployment:
         tp=s.tp,
         preset=s.preset,
         engine=check_engine(s.engine),
+        in_process=s.in_process,
     )
 
 

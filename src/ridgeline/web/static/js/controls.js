@@ -34,7 +34,7 @@ const LADDERS = {
 // engine "none": the lesson's plain roofline (the preset's flat fractions of peak)
 const DEFAULTS = {
   model: "llama-3.1-8b", gpu: "h100-sxm", weights: "bf16", maths: "bf16",
-  prompt: 2000, output: 500, batch: 1, tp: 1, preset: "lesson", engine: "none",
+  prompt: 2000, output: 500, batch: 1, tp: 1, preset: "lesson", engine: "none", in_process: false,
 };
 
 const form = () => document.getElementById("controls");
@@ -79,12 +79,14 @@ export function setState(state) {
   setSelect("tp", s.tp);
   setSelect("preset", s.preset);
   setSelect("engine", s.engine);
+  document.getElementById("in_process").checked = Boolean(s.in_process);
   for (const name of ["prompt", "output", "batch"]) setSlider(name, s[name]);
   current = s;
   showEngine();
 }
 
-// An engine profile sets every rate itself, so the preset's kernels have no say while one is chosen.
+// An engine profile sets every rate itself, so the preset's kernels have no say while one is
+// chosen; and only an engine has a server whose first-token cost running in process drops.
 function showEngine() {
   const preset = document.getElementById("preset");
   const engine = current.engine !== "none";
@@ -92,6 +94,7 @@ function showEngine() {
   preset.title = engine
     ? "The engine profile's rates replace the preset's: choose engine none to use it"
     : "lesson: kernels reach 60% of peak FLOP/s and 80% of bandwidth; ideal: 100% of both";
+  document.getElementById("in_process").disabled = !engine;
 }
 
 let current = { ...DEFAULTS };
@@ -112,6 +115,8 @@ function readForm() {
     tp: Number(document.getElementById("tp").value),
     preset: document.getElementById("preset").value,
     engine: document.getElementById("engine").value,
+    // in process only with an engine: without one there is no server to leave out
+    in_process: document.getElementById("engine").value !== "none" && document.getElementById("in_process").checked,
   };
   for (const name of ["prompt", "output", "batch"]) {
     const n = Number(document.getElementById(name).value);
