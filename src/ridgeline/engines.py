@@ -598,6 +598,7 @@ def _table(where: str, entry: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 _SEQS, _TOKENS, _GRAPHS = (1, 1 << 20), (1, 1 << 24), (0, 1 << 20)
+MAX_SCHEDULER_STEPS = 1024  # decode steps one scheduling may run (Scheduler.num_scheduler_steps)
 
 
 _COUNTS = {
@@ -607,7 +608,7 @@ _COUNTS = {
     "small_max_num_batched_tokens": _TOKENS,
     "large_max_num_seqs": _SEQS,
     "large_max_num_batched_tokens": _TOKENS,
-    "num_scheduler_steps": (1, 1024),
+    "num_scheduler_steps": (1, MAX_SCHEDULER_STEPS),
 }
 
 

@@ -287,9 +287,9 @@ def _unit(seconds: float, unit: str) -> float:
 
 def simulated(row: Row, d: Deployment) -> dict[str, Any]:
     """The row's workload run through the simulator on `d`, summarised: TTFT's and TPOT's
-    median and mean, E2E's median, ITL's mean and p99, the makespan and the tokens. TTFT and E2E are the
-    engine's own, as in its process (a deployment built otherwise is taken so): `predict`
-    adds the server's first-token cost for a row over HTTP."""
+    median and mean, E2E's median, ITL's mean and p99, the makespan and the tokens. TTFT and
+    E2E are the engine's own, as in its process (a deployment built otherwise is taken so):
+    `predict` adds the server's first-token cost for a row over HTTP."""
     from ridgeline.simulate import Workload, simulate
     from ridgeline.simulate.run import engine_config
 

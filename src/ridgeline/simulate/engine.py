@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ridgeline.checks import MAX_COUNT, MAX_TOKENS, check_fraction, check_size
-from ridgeline.engines import Scheduler, check_dp_limits
+from ridgeline.engines import MAX_SCHEDULER_STEPS, Scheduler, check_dp_limits
 from ridgeline.errors import RidgelineError
 from ridgeline.ledger import attended_pairs, cached_tokens
 from ridgeline.simulate.kvcache import MAX_BLOCK_TOKENS, KvCache
@@ -51,7 +51,6 @@ from ridgeline.simulate.scheduler import POLICIES
 from ridgeline.simulate.steptime import DecodeRun, StepModel
 
 MAX_ITERATIONS = 100_000_000  # engine steps (or jumped runs) of one replica in one run
-MAX_SCHEDULER_STEPS = 1024  # decode steps one scheduling may run
 
 
 class Young:
