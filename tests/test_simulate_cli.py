@@ -49,7 +49,7 @@ DOCUMENTED_KEYS = [
     *("ttft_s", "tpot_s", "e2e_s", "queue_s", "requests", "completed", "errors", "duration_s"),
     *("throughput_tokens_per_s", "requests_per_s", "goodput_requests_per_s", "slo_attainment"),
     *("preemptions", "itl_s", "input_tokens_per_s", "offered_rate_per_s", "overloaded", "queue_growth"),
-    *("slo", "utilisation", "deployment", "engine", "workload", "warnings"),
+    *("slo", "uncertainty", "utilisation", "deployment", "engine", "workload", "warnings"),
 ]
 
 

@@ -222,6 +222,14 @@ class Deployment:
         """The same deployment at 100% of peak and bandwidth, with no fixed costs: the ceiling."""
         return replace(self, eff=PRESETS["ideal"], preset="ideal", calibration=None, engine=None)
 
+    def slowed(self, factor: float) -> Deployment:
+        """The same deployment with its engine `factor` times as slow (EngineProfile.scaled):
+        every step and first token takes `factor` times as long. A new deployment, so that
+        nothing worked out on this one (its rates, `kept`) carries over."""
+        if self.engine is None:
+            raise RidgelineError("this deployment has no engine profile (give --engine)")
+        return replace(self, engine=self.engine.scaled(factor))
+
     def with_method(self, method: str) -> Deployment:
         if method not in METHODS:
             raise unknown_name("timing method", method, METHODS, "ridgeline estimate --help")

@@ -133,7 +133,8 @@ class Deployed(Protocol):
 
 WEIGHT_FORMATS = ("w16", "w8", "w4")
 FORMAT_BITS = {"w16": 16.0, "w8": 8.0, "w4": 4.0}
-REGIMES = ("prefill", "decode", "load")
+LOAD = "load"  # the regime of runs under load: a simulated run's, a plan's
+REGIMES = ("prefill", "decode", LOAD)
 LINK_KINDS = ("nvlink", "pcie", "xgmi", "none")
 
 
@@ -550,6 +551,36 @@ class EngineProfile:
     def band(self, regime: str) -> tuple[float, float] | None:
         """The band (low, high) of measured / predicted in a regime, when the corpus gave one."""
         return self.uncertainty.get(regime)
+
+    def scaled(self, factor: float) -> EngineProfile:
+        """This engine `factor` times as slow: every rate it reaches divided by `factor` (its
+        vendors' factors, which multiply every FLOP/s and byte/s, and its links' share) and
+        every cost it pays multiplied by it, so that every step, first token and server's
+        work takes `factor` times as long, on any deployment. A band's ends: `plan` plans
+        again with the engine as slow as the corpus says it may be."""
+        check_number("the slowdown factor", factor, lo=1e-3, hi=1e3)
+        vendor = {k: v / factor for k, v in self.vendor.items()}
+        vendor["default"] = self.vendor.get("default", 1.0) / factor  # a vendor the profile leaves out
+
+        def slower(costs: dict[str, float]) -> dict[str, float]:
+            return {k: v * factor for k, v in costs.items()}
+
+        return replace(
+            self,
+            vendor=vendor,
+            vendor_memory={k: v / factor for k, v in self.vendor_memory.items()},
+            link_efficiency=self.link_efficiency / factor,
+            fixed_s=self.fixed_s * factor,
+            per_layer_s=self.per_layer_s * factor,
+            per_sequence_s=self.per_sequence_s * factor,
+            first_token_s=self.first_token_s * factor,
+            collective_latency_s=slower(self.collective_latency_s),
+            request_s=self.request_s * factor,
+            prompt_token_s=self.prompt_token_s * factor,
+            stream_token_s=self.stream_token_s * factor,
+            host_sequence_s=self.host_sequence_s * factor,
+            front_end_s=slower(self.front_end_s),
+        )
 
 
 def sinks_apart(a: Architecture, hw: Accelerator) -> bool:

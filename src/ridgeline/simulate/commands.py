@@ -209,6 +209,9 @@ def plan(
     exhaustive: bool = option(
         False, "--exhaustive", help="Every trial at full length (slower; default: short screens, confirmed)."
     ),
+    no_band: bool = option(
+        False, "--no-band", help="Skip planning again at the --engine's band's ends (a third of the time)."
+    ),
     as_json: bool = o.JSON,
 ) -> None:
     """The highest rate per replica inside a p99 SLO; replicas, GPUs and $ per million tokens."""
@@ -263,7 +266,10 @@ def plan(
         deployments[0], max_num_seqs, max_num_batched_tokens, block_tokens, gpu_memory_utilization,
         chunked_prefill=_chunked(chunked_prefill), num_scheduler_steps=num_scheduler_steps,
     )  # fmt: skip
-    estimate = len(deployments) * (seeds * 8 + 1 + planner.CONFIRM_SEEDS)
+    from ridgeline.engines import LOAD
+
+    band = not no_band and any(d.engine is not None and d.engine.band(LOAD) for d in deployments)
+    estimate = len(deployments) * (seeds * 8 + 1 + planner.CONFIRM_SEEDS) * (3 if band else 1)
     with SigtermInterrupts(say=True), _progress(not as_json, estimate, "planning") as progress:
         ticks = [0]
 
@@ -272,7 +278,9 @@ def plan(
             if progress:
                 progress(min(ticks[0], estimate - 1))
 
-        plans = planner.compare(deployments, w, slo, rate, cfg, requests, seeds, price, tick, exhaustive)
+        plans = planner.compare(
+            deployments, w, slo, rate, cfg, requests, seeds, price, tick, exhaustive, band
+        )
     data = {
         "target_rate_per_s": rate,
         "slo": {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "e2e_s": slo.e2e_s},

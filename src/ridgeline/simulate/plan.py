@@ -31,6 +31,7 @@ from typing import Any
 from ridgeline import metrics, request
 from ridgeline.checks import check_number, check_price, check_size
 from ridgeline.deployment import Deployment
+from ridgeline.engines import LOAD
 from ridgeline.errors import RidgelineError
 from ridgeline.simulate import report
 from ridgeline.simulate.engine import EngineConfig, replica_limits
@@ -94,6 +95,7 @@ class Capacity:
     usd_per_million_tokens: float
     usd_per_million_output_tokens: float
     confidence: Confidence
+    uncertainty: Band | None = None  # the plan at its engine's band's ends (`banded`)
     trials: list[Trial] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # the check run's: its API server (report.SERVER_BOUND)
 
@@ -111,6 +113,58 @@ class Confidence:
     confirm_requests: int  # requests per confirming run
     confirm_runs: int  # at the chosen rate
     confirm_met: int
+
+
+@dataclass(frozen=True)
+class Band:
+    """The plan again with the engine as slow as each end of its band under load (its
+    profile's `uncertainty.load`: published runs under load that no fit saw took from
+    `time_ratio[0]` to `time_ratio[1]` times the predicted time, 80% of them): every step
+    and first token that many times as long (Deployment.slowed). Each figure is [low, high]:
+    the rate a replica takes from the slow end's to the fast end's, the replicas, GPUs and
+    cost from the fast end's to the slow end's. Where no rate meets the SLO at the slow end,
+    its figures are None and `slow_end` says why."""
+
+    profile: str
+    time_ratio: list[float]
+    max_rate_per_replica: list[float | None]
+    replicas: list[int | None]
+    gpus: list[int | None]
+    usd_per_million_tokens: list[float | None]
+    usd_per_million_output_tokens: list[float | None]
+    slow_end: str | None = None
+
+
+def banded(m: Deployment, plan_on: Callable[[Deployment], Capacity]) -> Band | None:
+    """`plan_on` again on `m` with its engine as slow as each end of its band under load;
+    None without an engine profile that has one."""
+    engine = m.engine
+    band = engine.band(LOAD) if engine is not None else None
+    if engine is None or band is None:
+        return None
+    lo, hi = band
+    fast = plan_on(m.slowed(lo))
+    why = None
+    try:
+        slow: Capacity | None = plan_on(m.slowed(hi))
+    except RidgelineError as e:
+        slow, why = None, f"at {hi:.3g}x the predicted time, {e}"
+
+    def ends(key: str, rising: bool) -> list[Any]:
+        """[low, high] of a figure: the slow end's first where it rises with speed."""
+        low, high = (slow, fast) if rising else (fast, slow)
+        return [None if p is None else getattr(p, key) for p in (low, high)]
+
+    return Band(
+        profile=engine.name,
+        time_ratio=[lo, hi],
+        max_rate_per_replica=ends("max_rate_per_replica", True),
+        replicas=ends("replicas", False),
+        gpus=ends("gpus", False),
+        usd_per_million_tokens=ends("usd_per_million_tokens", False),
+        usd_per_million_output_tokens=ends("usd_per_million_output_tokens", False),
+        slow_end=why,
+    )
 
 
 def parse_deployments(spec: str, weights: str | None) -> list[tuple[str, int, str | None]]:
@@ -567,15 +621,20 @@ def compare(
     price_per_gpu_hour: float | None = None,
     tick: Tick | None = None,
     exhaustive: bool = False,
+    band: bool = False,
 ) -> list[Capacity]:
-    """Each deployment planned on the same workload, cheapest per million tokens first."""
+    """Each deployment planned on the same workload, cheapest per million tokens first; with
+    `band`, each again at its engine's band's ends (`banded`), where its profile has one."""
     if not 1 <= len(deployments) <= MAX_DEPLOYMENTS:
         raise RidgelineError(f"plan 1 to {MAX_DEPLOYMENTS} deployments at a time, not {len(deployments):,}")
     check_plan(target_rate_per_s, requests, seeds, len(deployments))
-    plans = [
-        capacity(
+
+    def plan_on(d: Deployment) -> Capacity:
+        return capacity(
             d, workload, slo, target_rate_per_s, engine, requests, seeds, price_per_gpu_hour, tick, exhaustive
         )
-        for d in deployments
-    ]
+
+    plans = [plan_on(d) for d in deployments]
+    if band:
+        plans = [replace(p, uncertainty=banded(d, plan_on)) for p, d in zip(plans, deployments, strict=True)]
     return sorted(plans, key=lambda p: p.usd_per_million_tokens)

@@ -79,6 +79,7 @@ def simulation(s: Summary, out: str | None = None) -> None:
         f"mean, {u.kv_utilisation_peak:.0%} peak of {d['kv_tokens']:,} tokens · MFU {u.mfu:.0%} · "
         f"MBU {u.mbu:.0%} · {u.steps:,} steps"
     )
+    band(s.uncertainty)
     over_time(u.timeseries)
     slo = s.slo
     if slo:
@@ -95,6 +96,52 @@ def simulation(s: Summary, out: str | None = None) -> None:
         console.print(f"[{style}]warning:[/] {note}")
     if out:
         console.print(f"records: {out}")
+
+
+def _between(pair: list[float] | None) -> str:
+    return "–" if pair is None else f"{_s(pair[0])}–{_s(pair[1])}"
+
+
+def band(u: dict[str, Any] | None) -> None:
+    """The engine profile's band under load on the run's medians and throughput."""
+    if u is None:
+        return
+    lo, hi = u["time_ratio"]
+    served = u["throughput_tokens_per_s"]
+    console.print(
+        f"80% band ({u['profile']} under load: published runs took {lo:.2f}–{hi:.2f}x the predicted "
+        f"time): TTFT p50 {_between(u['ttft_p50_s'])} · TPOT p50 {_between(u['tpot_p50_s'])} · "
+        f"E2E p50 {_between(u['e2e_p50_s'])}"
+        + ("" if served is None else f" · {rate(served[0])}–{rate(served[1])} output tokens/s")
+    )
+
+
+def _gpus(counts: list[int]) -> str:
+    lo, hi = min(counts), max(counts)
+    return f"{lo:,} GPU{'' if hi == 1 else 's'}" if lo == hi else f"{lo:,}–{hi:,} GPUs"
+
+
+def plan_band(p: dict[str, Any]) -> None:
+    """A plan at its engine's band's ends: rate, GPUs and cost from the fast end to the slow."""
+    u = p["uncertainty"]
+    if u is None:
+        return
+    lo, hi = u["time_ratio"]
+    rates, gpus, cost = u["max_rate_per_replica"], u["gpus"], u["usd_per_million_tokens"]
+    head = (
+        f"{p['deployment']['gpu']}: 80% band ({u['profile']} under load, {lo:.2f}–{hi:.2f}x the "
+        "predicted time): "
+    )
+    if u["slow_end"] is not None:
+        console.print(
+            f"{head}{rates[1]:.3g}/s per replica, {_gpus(gpus[:1])}, ${cost[0]:.3f} per million tokens "
+            f"at the fast end; [yellow]{u['slow_end']}[/]"
+        )
+        return
+    console.print(
+        f"{head}{rates[0]:.3g}–{rates[1]:.3g}/s per replica, {_gpus(gpus)}, "
+        f"${cost[0]:.3f}–{cost[1]:.3f} per million tokens"
+    )
 
 
 def over_time(ts: dict[str, list[float]], rows: int = 6) -> None:
@@ -175,6 +222,8 @@ def plans(data: dict[str, Any], w: Workload) -> None:
             f"{c['confirm_met']} of {runs} run{'s' if runs > 1 else ''} of {c['confirm_requests']:,} "
             f"requests on fresh seeds; the seeds' screened rates vary by {c['seed_rate_sd']:.1%} (sd)"
         )
+    for p in data["plans"]:
+        plan_band(p)
     for p in data["plans"]:
         for note in p["warnings"]:
             console.print(

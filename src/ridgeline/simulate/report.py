@@ -19,6 +19,7 @@ from typing import Any
 
 from ridgeline import ledger, metrics
 from ridgeline.deployment import Deployment
+from ridgeline.engines import LOAD
 from ridgeline.simulate.engine import Engine
 from ridgeline.simulate.requests import Requests
 
@@ -163,6 +164,35 @@ class Utilisation:
 
 
 NUMPY_ROWS = 20_000  # step rows above which the over-time sums load numpy (about 50 ms) to save time
+
+
+def load_band(m: Deployment, s: metrics.Summary, saturated: bool) -> dict[str, Any] | None:
+    """The engine profile's band under load applied to this run: the 80% interval of measured
+    / predicted time over published runs under load that no fit saw (open-loop medians,
+    offline throughput: engines.toml's `uncertainty.load`), times the run's median TTFT, TPOT
+    and E2E, and, where the run is `saturated` (a closed loop, or arrivals faster than the
+    fleet serves them: its throughput is the engine's, not the arrivals'), its output
+    throughput divided by it (else None: a faster or slower engine that keeps up serves the
+    same arrivals). None without an engine profile that has such a band. The band was made
+    of medians and throughputs, so it bounds those; a p99 is further from any published run."""
+    engine = m.engine
+    band = engine.band(LOAD) if engine is not None else None
+    if engine is None or band is None:
+        return None
+    lo, hi = band
+
+    def times(p: metrics.Percentiles) -> list[float] | None:
+        return None if p.p50 is None else [lo * p.p50, hi * p.p50]
+
+    throughput = s.throughput_tokens_per_s
+    return {
+        "profile": engine.name,
+        "time_ratio": [lo, hi],
+        "ttft_p50_s": times(s.ttft_s),
+        "tpot_p50_s": times(s.tpot_s),
+        "e2e_p50_s": times(s.e2e_s),
+        "throughput_tokens_per_s": [throughput / hi, throughput / lo] if saturated else None,
+    }
 
 
 def inter_token_latency(engines: Sequence[Engine]) -> metrics.Percentiles:

@@ -50,6 +50,8 @@ class Summary(metrics.Summary):
     overloaded: bool
     queue_growth: float
     slo: SloVerdict | None
+    # the engine profile's band under load on the run's medians and throughput (report.load_band)
+    uncertainty: dict[str, Any] | None
     utilisation: report.Utilisation
     deployment: dict[str, Any]
     engine: dict[str, Any]
@@ -300,6 +302,7 @@ def summarize_run(
         overloaded=overloaded,
         queue_growth=growth,
         slo=slo_verdict(shared, slo),
+        uncertainty=report.load_band(m, shared, workload.closed or overloaded),
         utilisation=report.utilisation(engines, m, makespan),
         deployment={
             "model": m.arch.name,

@@ -1,0 +1,207 @@
+"""The band under load on `simulate` and `plan`: an engine profile's 80% interval of measured
+/ predicted time over published runs under load (engines.toml's `uncertainty.load`) on the
+run's medians and throughput, and a plan made again with the engine as slow as each end.
+
+The bands are read from the shipped TOML file itself, not through the profile code; the
+slowed engine is checked against the plain one by the ratio of their times alone."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import cli_json, run_cli
+from ridgeline import metrics, request, step
+from ridgeline.deployment import Deployment
+from ridgeline.engines import get_engine
+from ridgeline.errors import RidgelineError
+from ridgeline.simulate import Lengths, Workload, capacity, simulate
+from ridgeline.simulate.kvcache import kv_cache
+from ridgeline.simulate.plan import banded
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+ENGINES_TOML = Path(__file__).resolve().parents[1] / "src" / "ridgeline" / "data" / "engines.toml"
+SHIPPED = tomllib.loads(ENGINES_TOML.read_text())
+
+
+def shipped_band(engine: str) -> tuple[float, float]:
+    lo, hi = SHIPPED[engine]["uncertainty"]["load"]
+    return float(lo), float(hi)
+
+
+SLOWED = [  # one of each kind of term a step's time has
+    dict(model="llama-3.1-8b", gpu="h100-sxm", engine="vllm"),  # matmuls, attention, graphs
+    dict(model="llama-3.1-70b", gpu="h100-sxm", engine="trtllm", tp=4, weights="fp8"),  # NVLink
+    dict(model="llama-3.1-8b", gpu="l40s", engine="trtllm", tp=2),  # PCIe all-reduces
+    dict(model="gpt-oss-120b", gpu="a100-80gb-sxm", engine="vllm"),  # experts, sinks, unpacking
+    dict(model="llama-3.1-70b", gpu="mi300x", engine="vllm", tp=8, weights="fp8"),  # AMD's factors
+    dict(model="llama-3.1-8b", gpu="a100-80gb-sxm", engine="llamacpp", weights="int4"),  # cores' streams
+    dict(model="llama-3.1-8b", gpu="gb200", engine="trtllm"),  # a host-bound step at batch 1,024
+]
+
+
+@pytest.mark.parametrize("case", SLOWED, ids=lambda c: f"{c['engine']}-{c['model']}-{c['gpu']}")
+@pytest.mark.parametrize("factor", [0.8487, 2.358])
+def test_a_slowed_engine_takes_that_many_times_as_long(case: dict[str, object], factor: float) -> None:
+    d = Deployment.build(**case)  # type: ignore[arg-type]
+    slow = d.slowed(factor)
+    for before, after in (
+        (step.prefill_step(d, 2000), step.prefill_step(slow, 2000)),
+        (step.prefill_step(d, 300, 8), step.prefill_step(slow, 300, 8)),
+        (step.decode_step(d, 1000), step.decode_step(slow, 1000)),
+        (step.decode_step(d, 1000, 64), step.decode_step(slow, 1000, 64)),
+        (step.decode_step(d, 1000, 1024), step.decode_step(slow, 1000, 1024)),
+    ):
+        assert after.time_s == pytest.approx(factor * before.time_s, rel=1e-12)
+    assert slow.ttft_offset_s == pytest.approx(factor * d.ttft_offset_s, rel=1e-12)
+    alone, slowly = request.request_timeline(d, 2000, 500), request.request_timeline(slow, 2000, 500)
+    assert slowly.total_s == pytest.approx(factor * alone.total_s, rel=1e-12)
+    assert d.engine is not None and slow.engine is not None
+    assert slow.engine.server_s(100, 20_000, 5_000) == pytest.approx(
+        factor * d.engine.server_s(100, 20_000, 5_000), rel=1e-12
+    )
+    # the memory plan is not a time: the same KV cache
+    assert kv_cache(slow, 16, 0.9, 256, 8192).tokens == kv_cache(d, 16, 0.9, 256, 8192).tokens
+
+
+def test_only_an_engine_can_be_slowed() -> None:
+    with pytest.raises(RidgelineError, match="no engine profile"):
+        Deployment.build().slowed(2.0)
+    for bad in (0.0, -1.0, math.nan, math.inf, 1e6):
+        with pytest.raises(RidgelineError):
+            Deployment.build(engine="vllm").slowed(bad)
+
+
+OPEN = Workload(prompt=Lengths("fixed", 1000), output=Lengths("fixed", 200), rate_per_s=2.0, requests=300)
+
+
+def test_simulate_puts_the_load_band_on_the_medians() -> None:
+    lo, hi = shipped_band("vllm")
+    s = simulate(Deployment.build(engine="vllm"), OPEN).summary
+    assert s is not None and s.uncertainty is not None and not s.overloaded
+    u = s.uncertainty
+    assert u["profile"] == "vllm" and u["time_ratio"] == [lo, hi]
+    for key in ("ttft", "tpot", "e2e"):
+        p50 = s.latency(f"{key}_s").p50
+        assert u[f"{key}_p50_s"] == pytest.approx([lo * p50, hi * p50], rel=1e-15)
+    # below capacity the output throughput is the arrivals': a faster or slower engine that
+    # keeps up serves the same tokens a second, so the band says nothing of it
+    assert u["throughput_tokens_per_s"] is None
+
+
+def test_a_saturated_run_bands_its_throughput() -> None:
+    lo, hi = shipped_band("sglang")
+    m = Deployment.build(engine="sglang")
+    closed = Workload(
+        prompt=Lengths("fixed", 1000), output=Lengths("fixed", 200), concurrency=16, requests=200
+    )
+    flood = Workload(
+        prompt=Lengths("fixed", 1000), output=Lengths("fixed", 200), rate_per_s=1e4, requests=400
+    )
+    for w in (closed, flood):
+        s = simulate(m, w).summary
+        assert s is not None and s.uncertainty is not None
+        served = s.throughput_tokens_per_s
+        band = s.uncertainty["throughput_tokens_per_s"]
+        assert band == pytest.approx([served / hi, served / lo], rel=1e-15)
+    assert simulate(m, flood).summary.overloaded  # type: ignore[union-attr]
+
+
+def test_no_band_without_a_profile_that_has_one(tmp_path: Path) -> None:
+    assert simulate(Deployment.build(), OPEN).summary.uncertainty is None  # type: ignore[union-attr]
+    mine = tmp_path / "mine.toml"  # a user's profile without bands
+    mine.write_text(
+        '[mine]\nlabel = "mine"\ncompute = { gemm = { bf16 = 0.6 } }\n'
+        "memory = { weights = { w16 = 0.8, w8 = 0.7, w4 = 0.6 } }\n"
+    )
+    m = Deployment.build(engine=get_engine(str(mine)))
+    assert simulate(m, OPEN).summary.uncertainty is None  # type: ignore[union-attr]
+    assert banded(m, lambda d: pytest.fail("no band, no plan")) is None  # type: ignore[arg-type,return-value]
+
+
+def test_simulate_json_and_text_carry_the_band() -> None:
+    lo, hi = shipped_band("vllm")
+    args = ["simulate", "--engine", "vllm", "-n", "200", "-p", "1000", "-o", "200"]
+    data = cli_json(*args)
+    assert data["uncertainty"]["time_ratio"] == [lo, hi]
+    p50 = data["ttft_s"]["p50"]
+    assert data["uncertainty"]["ttft_p50_s"] == pytest.approx([lo * p50, hi * p50])
+    text = run_cli(*args).stdout
+    assert f"{lo:.2f}–{hi:.2f}x the predicted time" in " ".join(text.split())
+    assert cli_json("simulate", "-n", "100")["uncertainty"] is None
+
+
+PLAN_WORKLOAD = Workload(prompt=Lengths("fixed", 1000), output=Lengths("fixed", 200))
+PLAN_SLO = metrics.Slo(ttft_s=0.5, tpot_s=0.05)
+
+
+def test_a_plan_is_the_same_plan_in_slower_time() -> None:
+    """An engine r times as slow, judged by an SLO r times as long, is the same system with
+    its clock run slower: it takes 1/r of the rate, the same search in every step."""
+    m = Deployment.build(engine="vllm")
+    base = capacity(m, PLAN_WORKLOAD, PLAN_SLO, requests=600, seeds=2)
+    for r in (0.8487, 2.358):
+        slo = metrics.Slo(ttft_s=PLAN_SLO.ttft_s * r, tpot_s=PLAN_SLO.tpot_s * r)  # type: ignore[operator]
+        dilated = capacity(m.slowed(r), PLAN_WORKLOAD, slo, requests=600, seeds=2)
+        assert dilated.max_rate_per_replica == pytest.approx(base.max_rate_per_replica / r, rel=1e-9)
+
+
+def test_the_plans_band_is_the_plan_at_each_end() -> None:
+    lo, hi = shipped_band("vllm")
+    m = Deployment.build(engine="vllm")
+
+    def plan_on(d: Deployment):  # type: ignore[no-untyped-def]
+        return capacity(d, PLAN_WORKLOAD, PLAN_SLO, target_rate_per_s=20.0, requests=600, seeds=2)
+
+    plan = plan_on(m)
+    band = banded(m, plan_on)
+    assert band is not None and band.time_ratio == [lo, hi] and band.slow_end is None
+    slow, fast = plan_on(m.slowed(hi)), plan_on(m.slowed(lo))
+    assert band.max_rate_per_replica == [slow.max_rate_per_replica, fast.max_rate_per_replica]
+    assert band.replicas == [fast.replicas, slow.replicas] and band.gpus == [fast.gpus, slow.gpus]
+    assert band.usd_per_million_tokens == [fast.usd_per_million_tokens, slow.usd_per_million_tokens]
+    # a slower engine takes less of the traffic a replica, and more replicas carry the fleet's
+    assert slow.max_rate_per_replica < plan.max_rate_per_replica < fast.max_rate_per_replica
+    assert fast.replicas <= plan.replicas <= slow.replicas
+    assert slow.max_rate_per_replica < plan.max_rate_per_replica / hi * 1.02  # no better than 1/hi
+
+
+def test_a_slow_end_that_meets_no_rate_says_so() -> None:
+    hi = shipped_band("vllm")[1]
+    m = Deployment.build(engine="vllm")
+    alone = request.request_timeline(m, 1000, 200).ttft_s
+    slo = metrics.Slo(ttft_s=alone * (1 + hi) / 2)  # inside the SLO alone, outside it at the slow end
+
+    def plan_on(d: Deployment):  # type: ignore[no-untyped-def]
+        return capacity(d, PLAN_WORKLOAD, slo, requests=600, seeds=2)
+
+    band = banded(m, plan_on)
+    assert band is not None and band.slow_end is not None
+    assert band.slow_end.startswith(f"at {hi:.3g}x the predicted time, no request rate meets")
+    assert band.max_rate_per_replica[0] is None and band.max_rate_per_replica[1] is not None
+    assert band.gpus[1] is None and band.usd_per_million_tokens[1] is None
+
+
+def test_plan_json_text_and_no_band() -> None:
+    args = ["plan", "--engine", "vllm", "-p", "1000", "-o", "200", "--slo-ttft-p99", "0.5"]
+    args += ["--requests", "600", "--seeds", "2"]
+    data = cli_json(*args)
+    u = data["plans"][0]["uncertainty"]
+    assert list(u) == [
+        *("profile", "time_ratio", "max_rate_per_replica", "replicas", "gpus"),
+        *("usd_per_million_tokens", "usd_per_million_output_tokens", "slow_end"),
+    ]
+    low, high = u["max_rate_per_replica"]
+    assert low < data["plans"][0]["max_rate_per_replica"] < high
+    assert cli_json(*args, "--no-band")["plans"][0]["uncertainty"] is None
+    text = " ".join(run_cli(*args).stdout.split())
+    assert f"80% band (vllm under load, {u['time_ratio'][0]:.2f}–{u['time_ratio'][1]:.2f}x" in text
+    plain = ["plan", "-p", "1000", "-o", "200", "--slo-ttft-p99", "0.5", "--requests", "600", "--seeds", "2"]
+    assert cli_json(*plain)["plans"][0]["uncertainty"] is None
