@@ -41,6 +41,7 @@ H100_FLOPS = 989e12  # dense bf16, NVIDIA's data sheet
 H100_MATMUL_SHARE = 0.8033  # 794.5 of those sustained (the catalogue's, from the MAMF table)
 PREFILL_BAND = (0.9, 1.2)
 DECODE_BAND = (0.8, 1.25)
+LOAD_BAND = (0.75, 1.5)
 PROFILE = f"""
 [{NAME}]
 label = "{LABEL}"
@@ -49,7 +50,7 @@ compute = {{ gemm = {{ bf16 = 0.6, fp8 = 0.6 }}, half_m_tokens = 0.0, attention 
 memory = {{ weights = {{ w16 = 0.8, w8 = 0.8, w4 = 0.8 }}, kv = 0.8 }}
 overhead = {{ fixed_s = {OVERHEAD_S} }}
 vendor = {{ nvidia = 1.0 }}
-uncertainty = {{ prefill = {list(PREFILL_BAND)}, decode = {list(DECODE_BAND)} }}
+uncertainty = {{ prefill = {list(PREFILL_BAND)}, decode = {list(DECODE_BAND)}, load = {list(LOAD_BAND)} }}
 """
 # The lesson's stage (golden: 55.9 ms to the first token, 6.1 ms a token)
 STAGE_TTFT_S = 0.0559
@@ -123,6 +124,19 @@ def test_the_simulators_table_is_priced_by_the_engine(client: TestClient) -> Non
         assert b["tpot_p50_s"] != pytest.approx(a["tpot_p50_s"], rel=1e-3), a["rate_per_s"]
         if a["rate_per_s"] <= light:
             assert b["tpot_p50_s"] > a["tpot_p50_s"] + 0.5 * OVERHEAD_S, a["rate_per_s"]
+
+
+def test_the_simulators_table_carries_the_load_band(client: TestClient) -> None:
+    """With an engine, each row's p50s carry the profile's band under load: the p50 times
+    each end of it; without one, none."""
+    plain = client.get("/api/slo").json()
+    priced = client.get("/api/slo", params={"engine": NAME}).json()
+    assert plain["band"] is None and priced["band"] == list(LOAD_BAND)
+    lo, hi = LOAD_BAND
+    for a, b in zip(plain["rows"], priced["rows"], strict=True):
+        assert a["ttft_p50_band_s"] is None and a["tpot_p50_band_s"] is None
+        assert b["ttft_p50_band_s"] == pytest.approx([lo * b["ttft_p50_s"], hi * b["ttft_p50_s"]], rel=1e-15)
+        assert b["tpot_p50_band_s"] == pytest.approx([lo * b["tpot_p50_s"], hi * b["tpot_p50_s"]], rel=1e-15)
 
 
 @pytest.mark.parametrize("name", sorted(engines()))
@@ -258,6 +272,30 @@ def test_the_engine_menu_in_the_page(browser: Browser, engine_server: str, width
     expect(page.locator("#tpot")).to_have_text("6.1 ms")
     context.close()
     assert errors == []
+
+
+def test_the_simulators_table_shows_the_band_in_the_page(browser: Browser, engine_server: str) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, base_url=engine_server)
+    page: Page = context.new_page()
+    page.goto("/#step-15")
+    expect(page.locator("body")).to_have_attribute("data-step", "15")
+    expect(page.locator("#slo-rows tr").first).to_be_visible()
+    expect(page.locator("#slo-rows small.band")).to_have_count(0)
+    page.locator("#engine").select_option(NAME)
+    took = f"{LOAD_BAND[0]:.3g}–{LOAD_BAND[1]:.3g}×"
+    expect(page.locator("#slo-caption")).to_contain_text(
+        f"Published runs under load took {took} the time {LABEL}'s profile predicts"
+    )
+    lo, hi = client_rows(engine_server)[0]["ttft_p50_band_s"]  # type: ignore[misc]
+    band = page.locator("#slo-rows tr").first.locator("small.band").first
+    expect(band).to_have_text(f"p50 {ms(lo)}–{ms(hi)}")
+    context.close()
+
+
+def client_rows(url: str) -> list[dict[str, object]]:
+    import httpx
+
+    return httpx.get(url + "api/slo", params={"engine": NAME}, timeout=60).json()["rows"]  # type: ignore[no-any-return]
 
 
 def test_a_step_the_host_bounds_says_so(client: TestClient) -> None:
