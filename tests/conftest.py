@@ -25,6 +25,18 @@ def price_s(m: Any, seqs: list[tuple[int, int]], sampled: int) -> float:
     return float(step.price(m, Pass(new_tokens, (pairs,), (float(sum(c for _, c in seqs)),), sampled)).time_s)
 
 
+def shipped_bands(engine: str) -> dict[str, tuple[float, float]]:
+    """An engine's bands by regime, read from the shipped engines.toml itself (not through
+    the profile code): measured / predicted time, [low, high]."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
+    table = tomllib.loads((ROOT / "src" / "ridgeline" / "data" / "engines.toml").read_text(encoding="utf-8"))
+    return {k: (float(lo), float(hi)) for k, (lo, hi) in table[engine]["uncertainty"].items()}
+
+
 def ctrl_c_delivered() -> None:
     """A child's preexec_fn: SIGINT back to its default, so that Ctrl-C reaches a command
     under test even where the suite runs with SIGINT ignored (a shell's background job

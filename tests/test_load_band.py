@@ -8,12 +8,11 @@ slowed engine is checked against the plain one by the ratio of their times alone
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import cli_json, run_cli
+from conftest import cli_json, run_cli, shipped_bands
 from ridgeline import metrics, request, step
 from ridgeline.deployment import Deployment
 from ridgeline.engines import get_engine
@@ -22,18 +21,9 @@ from ridgeline.simulate import Lengths, Workload, capacity, simulate
 from ridgeline.simulate.kvcache import kv_cache
 from ridgeline.simulate.plan import banded
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
-ENGINES_TOML = Path(__file__).resolve().parents[1] / "src" / "ridgeline" / "data" / "engines.toml"
-SHIPPED = tomllib.loads(ENGINES_TOML.read_text())
-
 
 def shipped_band(engine: str) -> tuple[float, float]:
-    lo, hi = SHIPPED[engine]["uncertainty"]["load"]
-    return float(lo), float(hi)
+    return shipped_bands(engine)["load"]
 
 
 SLOWED = [  # one of each kind of term a step's time has

@@ -103,6 +103,10 @@ class Row:
     ceiling_fraction: float | None
     effective_bandwidth_bytes_per_s: float | None
     decode_parts_s: dict[str, float]
+    # the engine profile's 80% bands on the predictions (`bands`), None without them; TTFT's
+    # only at concurrency 1, where the prediction has no queue to leave out
+    ttft_band_s: list[float] | None = None
+    tpot_band_s: list[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,8 @@ class Comparison:
     kv_extra_bytes_fraction: float | None
     ceiling_fraction: float | None  # at the lowest concurrency and shortest prompt
     notes: list[str] = field(default_factory=list)
+    # how many of the measured medians the engine's bands hold: {"ttft_s": [inside, rows], ...}
+    inside_band: dict[str, list[int]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -143,6 +149,22 @@ def ttft_intercept(points: list[tuple[float, float]]) -> tuple[float | None, flo
     return (offset, slope) if np.isfinite(offset) and np.isfinite(slope) else (None, None)
 
 
+def bands(m: Deployment, ttft_pred_s: float, tpot_pred_s: float, concurrency: int) -> tuple[Any, Any]:
+    """The engine profile's 80% bands (measured / predicted on held-out published runs) on a
+    group's predictions: the prefill regime's on TTFT, at concurrency 1 only (above it the
+    measured TTFT waits in a queue the prediction leaves out), the decode regime's on TPOT;
+    (None, None) without a profile or its bands."""
+    if m.engine is None:
+        return None, None
+    prefill, decode = m.engine.band("prefill"), m.engine.band("decode")
+    ttft = [ttft_pred_s * x for x in prefill] if prefill is not None and concurrency == 1 else None
+    return ttft, None if decode is None else [tpot_pred_s * x for x in decode]
+
+
+def _inside(value: float | None, band: list[float] | None) -> bool | None:
+    return None if value is None or band is None else band[0] <= value <= band[1]
+
+
 def compare(m: Deployment, records: list[dict[str, Any]]) -> Comparison:
     """The records' load points against the prediction; records with no successful request
     are refused in one line, as `fit` refuses them: an empty comparison is no result."""
@@ -157,6 +179,7 @@ def compare(m: Deployment, records: list[dict[str, Any]]) -> Comparison:
         ttft_pred, tpot_pred = predict(m, g)
         _, tpot_ideal = predict(top, g)
         parts = decode_parts_s(m, g)
+        ttft_band, tpot_band = bands(m, ttft_pred, tpot_pred, g.concurrency)
         rows.append(
             Row(
                 g.prompt_tokens,
@@ -170,6 +193,8 @@ def compare(m: Deployment, records: list[dict[str, Any]]) -> Comparison:
                 tpot_ideal / g.tpot_s if g.tpot_s else None,
                 parts["bytes_per_step"] / g.tpot_s if g.tpot_s else None,
                 parts,
+                ttft_band,
+                tpot_band,
             )
         )
     notes = []
@@ -191,4 +216,12 @@ def compare(m: Deployment, records: list[dict[str, Any]]) -> Comparison:
         b_short, b_long = short.decode_parts_s["bytes_per_step"], long_.decode_parts_s["bytes_per_step"]
         extra = b_long / b_short - 1
     ceiling = timed[0].ceiling_fraction if timed else None
-    return Comparison(m.arch.name, m.hw.name, rows, offset, slope, slow, slow_pred, extra, ceiling, notes)
+    held: dict[str, list[int]] = {}
+    for key in ("ttft_s", "tpot_s"):
+        verdicts = [_inside(getattr(r, key), getattr(r, key.replace("_s", "_band_s"))) for r in rows]
+        judged = [v for v in verdicts if v is not None]
+        if judged:
+            held[key] = [sum(judged), len(judged)]
+    return Comparison(
+        m.arch.name, m.hw.name, rows, offset, slope, slow, slow_pred, extra, ceiling, notes, held or None
+    )

@@ -191,6 +191,15 @@ def compare(c: Comparison) -> None:
             f"measured, {c.kv_slowdown_pred or 0:.0%} predicted, "
             f"for {_pct(c.kv_extra_bytes_fraction)} bytes per step"
         )
+    if c.inside_band is not None:
+        held = ", ".join(
+            f"{key.removesuffix('_s').upper()} {inside} of {rows}"
+            for key, (inside, rows) in c.inside_band.items()
+        )
+        console.print(
+            f"inside the engine's 80% band (published runs it was not fitted to): {held} load points"
+            + (" (TTFT at concurrency 1 only)" if any(r.concurrency > 1 for r in c.rows) else "")
+        )
     for note in c.notes:
         console.print(f"[dim]note:[/] {escape(note)}")
 
