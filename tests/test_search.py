@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, ctrl_c_delivered
+from conftest import ROOT, ctrl_c_delivered, shipped_bands
 from ridgeline import metrics
 from ridgeline.cli import main
 from ridgeline.engines import get_engine
@@ -295,7 +295,8 @@ def test_a_point_costs_its_gpus_over_the_tokens_it_serves(
 def test_the_json_answer_has_its_documented_keys(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     data = search_json(capsys, *SMALL, *TRAFFIC, "--workers", "1", "--out", str(tmp_path / "j"))
     assert set(data) == {"model", "workload", "slo", "space", "executor", "stages", "cheapest", "front",
-                         "front_of", "launch", "out", "interrupted", "notes", "warnings"}  # fmt: skip
+                         "front_of", "launch", "out", "interrupted", "cheapest_band", "notes",
+                         "warnings"}  # fmt: skip
     assert set(data["stages"]) == {"points", "invalid", "memory", "latency", "survivors", "resumed",
                                    "simulated", "screened", "full", "met", "missed", "dominated", "errors",
                                    "prune_s", "simulate_s"}  # fmt: skip
@@ -609,6 +610,44 @@ def test_the_answer_warns_when_its_replicas_api_servers_cannot_keep_up(tmp_path:
         make_space(axes | {"replicas": "2"}, None, arch), s, Executor("local", 1), str(tmp_path / "2")
     )
     assert two.cheapest is not None and not any("server-bound" in x for x in two.warnings)
+
+
+def test_the_cheapest_point_is_run_again_at_the_ends_of_its_engines_band(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an engine whose profile has a band under load, the answer's point runs again with
+    the engine as fast and as slow as its ends: a faster engine's p99s are no longer, a slower
+    one's no shorter, and an SLO between the point's p99 TTFT and its slow end's is met at the
+    predicted speed and missed at the slow end. A profile without a band: none."""
+    arch = get_model("llama-3.1-8b")
+    lo, hi = shipped_bands("vllm")["load"]
+    w = Workload(Lengths("fixed", 1000), Lengths("fixed", 100), rate_per_s=2.0, requests=200, duration_s=None)
+    axes = {"gpu": "h100-sxm", "tp": "1", "weights": "bf16", "maths": "bf16", "kv_dtype": "bf16"}
+    space = make_space(axes | {"engine": "vllm", "replicas": "1"}, None, arch)
+
+    def answer(space: Any, ttft_s: float, folder: str) -> Any:
+        settings = Settings("llama-3.1-8b", arch, w, metrics.Slo(ttft_s=ttft_s))
+        return search(space, settings, Executor("local", 1), str(tmp_path / folder))
+
+    loose = answer(space, 5.0, "loose")
+    b, best = loose.cheapest_band, loose.cheapest
+    assert b is not None and best is not None
+    assert b["profile"] == "vllm" and b["time_ratio"] == [lo, hi]
+    assert b["fast"]["status"] == b["slow"]["status"] == "met"
+    assert b["fast"]["ttft_p99_s"] < best["ttft_p99_s"] < b["slow"]["ttft_p99_s"]
+    assert b["fast"]["tpot_p99_s"] < best["tpot_p99_s"] < b["slow"]["tpot_p99_s"]
+    tight = answer(space, (best["ttft_p99_s"] + b["slow"]["ttft_p99_s"]) / 2, "tight")
+    assert tight.cheapest is not None and tight.cheapest_band is not None
+    assert tight.cheapest_band["slow"]["status"] == "missed"
+    assert tight.cheapest_band["fast"]["status"] == "met"
+    mine = tmp_path / "mine.toml"  # a user's profile: no band
+    mine.write_text(
+        '[mine]\nlabel = "mine"\ncompute = { gemm = { bf16 = 0.6 } }\n'
+        "memory = { weights = { w16 = 0.8, w8 = 0.7, w4 = 0.6 } }\n"
+    )
+    monkeypatch.setenv("RIDGELINE_ENGINES", str(mine))
+    plain = answer(make_space(axes | {"engine": "mine", "replicas": "1"}, None, arch), 5.0, "plain")
+    assert plain.cheapest is not None and plain.cheapest_band is None
 
 
 def test_a_pool_forks_only_while_its_process_runs_one_thread() -> None:

@@ -29,6 +29,22 @@ def deployment(row: dict[str, Any]) -> str:
     return f"{row['gpu']} {par} {row['weights']}/{row['maths']}/{row['kv_dtype']}"
 
 
+def _end(end: dict[str, Any]) -> str:
+    if end["status"] == "error":
+        return f"[yellow]is refused[/] ({escape(str(end['error']))})"
+    verdict = "meets the SLO" if end["status"] == "met" else "[red]misses the SLO[/]"
+    return f"{verdict} (p99 TTFT {_s(end['ttft_p99_s'])}, TPOT {_s(end['tpot_p99_s'])})"
+
+
+def band(b: dict[str, Any]) -> None:
+    """The cheapest point again at each end of its engine's band under load."""
+    lo, hi = b["time_ratio"]
+    console.print(
+        f"the cheapest point at the ends of {b['profile']}'s 80% band under load ({lo:.2f}–{hi:.2f}x the "
+        f"predicted time): fast, it {_end(b['fast'])}; slow, it {_end(b['slow'])}"
+    )
+
+
 def _lengths(d: dict[str, Any]) -> str:
     return f"{d['mean']:,}" if d["kind"] == "fixed" else f"{d['kind']} around {d['mean']:,}"
 
@@ -81,6 +97,8 @@ def search(r: SearchResult, plot: str | None = None) -> None:
             f"[bold]${best['usd_per_million_tokens']:.4f}[/] per million tokens · p99 TTFT "
             f"{_s(best['ttft_p99_s'])}, TPOT {_s(best['tpot_p99_s'])}"
         )
+    if r.cheapest_band is not None:
+        band(r.cheapest_band)
     if r.front:
         of = "meeting the SLO" if r.front_of == "met" else "of every simulated point (none met the SLO)"
         front(r.front, f"Pareto front {of}: $ per million tokens against p99 TTFT and TPOT")

@@ -22,6 +22,7 @@ from typing import Any
 from ridgeline import __version__, metrics
 from ridgeline.architecture import Architecture
 from ridgeline.checks import check_fraction, check_number, check_price, check_size
+from ridgeline.engines import LOAD
 from ridgeline.errors import RidgelineError
 from ridgeline.interrupts import SigtermInterrupts
 from ridgeline.search import answer as answers
@@ -30,7 +31,7 @@ from ridgeline.search.fidelity import SCREENS, WHOLE_BATCH, WINDOW, Work, simula
 from ridgeline.search.launch import launch
 from ridgeline.search.prune import demand, prune
 from ridgeline.search.space import Space, point_seed
-from ridgeline.search.stage import Context, Task
+from ridgeline.search.stage import Context, Task, simulate_task
 from ridgeline.search.store import Store
 from ridgeline.simulate.kvcache import MAX_BLOCK_TOKENS
 from ridgeline.simulate.report import server_warning
@@ -98,6 +99,8 @@ class SearchResult:
     launch: dict[str, Any] | None
     out: str
     interrupted: str | None  # None, "SIGINT" or "SIGTERM"
+    # the cheapest point run again at each end of its engine's band under load (`cheapest_band`)
+    cheapest_band: dict[str, Any] | None = None
     notes: dict[str, str] = field(default_factory=dict)  # the prune stage's first reason of each kind
     warnings: list[str] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)  # every survivor's row, in the space's order
@@ -169,6 +172,26 @@ def auto_requests(rate_per_s: float, e2e_s: list[float]) -> int:
     in_system = rate_per_s * max(e2e_s, default=0.0)
     n = math.ceil(TURNOVERS * in_system / 100) * 100
     return min(max(n, MIN_REQUESTS), MAX_REQUESTS)
+
+
+def cheapest_band(ctx: Context, task: Task) -> dict[str, Any] | None:
+    """The cheapest point's whole run again with its engine as slow as each end of the
+    profile's band under load (Deployment.slowed): whether it still meets the SLO, and its
+    p99s, at each end; None without a profile that has such a band. The answer is the
+    cheapest point at the predicted speed: at the slow end another point may be."""
+    d = ctx.deployments[task.deployment]
+    band = d.engine.band(LOAD) if d.engine is not None else None
+    if d.engine is None or band is None:
+        return None
+    ends = {}
+    for end, factor in zip(("fast", "slow"), band, strict=True):
+        slowed = list(ctx.deployments)
+        slowed[task.deployment] = d.slowed(factor)
+        row = simulate_task(replace(ctx, deployments=tuple(slowed)), replace(task, screen=0))
+        assert isinstance(row, dict)  # a whole run (screen 0) is a row
+        keys = ("status", "error", "slo_attainment", "ttft_p99_s", "tpot_p99_s", "e2e_p99_s")
+        ends[end] = {k: row[k] for k in keys}
+    return {"profile": d.engine.name, "time_ratio": list(band), **ends}
 
 
 def check_settings(s: Settings) -> float:
@@ -304,6 +327,9 @@ def _search(
     best, front, front_of = answers.answer(done)
     command = None
     warnings = []
+    band = None
+    if best is not None and not interrupted:
+        band = cheapest_band(ctx, next(t for t in tasks if t.key == best["key"]))
     if best is not None:
         d = pruned.deployments[keys[best["key"]].shape]
         found = launch(best, s.model, d, s.block_tokens, s.gpu_memory_utilization)
@@ -340,6 +366,7 @@ def _search(
         launch=command,
         out=str(store.path),
         interrupted=interrupted,
+        cheapest_band=band,
         notes=dict(pruned.notes),
         warnings=warnings,
         rows=done,
