@@ -186,7 +186,7 @@ def test_plan_json_text_and_no_band() -> None:
     u = data["plans"][0]["uncertainty"]
     assert list(u) == [
         *("profile", "time_ratio", "max_rate_per_replica", "replicas", "gpus"),
-        *("usd_per_million_tokens", "usd_per_million_output_tokens", "slow_end"),
+        *("usd_per_million_tokens", "usd_per_million_output_tokens", "slow_end", "fast_end"),
     ]
     low, high = u["max_rate_per_replica"]
     assert low < data["plans"][0]["max_rate_per_replica"] < high
@@ -195,3 +195,22 @@ def test_plan_json_text_and_no_band() -> None:
     assert f"80% band (vllm under load, {u['time_ratio'][0]:.2f}–{u['time_ratio'][1]:.2f}x" in text
     plain = ["plan", "-p", "1000", "-o", "200", "--slo-ttft-p99", "0.5", "--requests", "600", "--seeds", "2"]
     assert cli_json(*plain)["plans"][0]["uncertainty"] is None
+
+
+def test_an_end_without_a_plan_is_null_and_says_why() -> None:
+    """Whichever end has no plan (here a stand-in planner refuses the faster engine), its
+    figures are null and its reason is kept; the other end's plan stands."""
+    m = Deployment.build(engine="vllm")
+    assert m.engine is not None
+    lo = shipped_band("vllm")[0]
+
+    def plan_on(d: Deployment):  # type: ignore[no-untyped-def]
+        assert d.engine is not None
+        if d.engine.fixed_s < m.engine.fixed_s:  # type: ignore[union-attr]
+            raise RidgelineError("refused")
+        return capacity(d, PLAN_WORKLOAD, PLAN_SLO, requests=600, seeds=2)
+
+    band = banded(m, plan_on)
+    assert band is not None and band.fast_end == f"at {lo:.3g}x the predicted time, refused"
+    assert band.slow_end is None and band.max_rate_per_replica[1] is None
+    assert band.max_rate_per_replica[0] is not None and band.gpus[0] is None

@@ -122,8 +122,8 @@ class Band:
     `time_ratio[0]` to `time_ratio[1]` times the predicted time, 80% of them): every step
     and first token that many times as long (Deployment.slowed). Each figure is [low, high]:
     the rate a replica takes from the slow end's to the fast end's, the replicas, GPUs and
-    cost from the fast end's to the slow end's. Where no rate meets the SLO at the slow end,
-    its figures are None and `slow_end` says why."""
+    cost from the fast end's to the slow end's. Where an end has no plan (no rate meets the
+    SLO at the slow end), its figures are None and `slow_end` or `fast_end` says why."""
 
     profile: str
     time_ratio: list[float]
@@ -133,6 +133,7 @@ class Band:
     usd_per_million_tokens: list[float | None]
     usd_per_million_output_tokens: list[float | None]
     slow_end: str | None = None
+    fast_end: str | None = None
 
 
 def banded(m: Deployment, plan_on: Callable[[Deployment], Capacity]) -> Band | None:
@@ -143,12 +144,8 @@ def banded(m: Deployment, plan_on: Callable[[Deployment], Capacity]) -> Band | N
     if engine is None or band is None:
         return None
     lo, hi = band
-    fast = plan_on(m.slowed(lo))
-    why = None
-    try:
-        slow: Capacity | None = plan_on(m.slowed(hi))
-    except RidgelineError as e:
-        slow, why = None, f"at {hi:.3g}x the predicted time, {e}"
+    fast, fast_why = _plan_or_why(plan_on, m, lo)
+    slow, slow_why = _plan_or_why(plan_on, m, hi)
 
     def ends(key: str, rising: bool) -> list[Any]:
         """[low, high] of a figure: the slow end's first where it rises with speed."""
@@ -163,8 +160,19 @@ def banded(m: Deployment, plan_on: Callable[[Deployment], Capacity]) -> Band | N
         gpus=ends("gpus", False),
         usd_per_million_tokens=ends("usd_per_million_tokens", False),
         usd_per_million_output_tokens=ends("usd_per_million_output_tokens", False),
-        slow_end=why,
+        slow_end=slow_why,
+        fast_end=fast_why,
     )
+
+
+def _plan_or_why(
+    plan_on: Callable[[Deployment], Capacity], m: Deployment, factor: float
+) -> tuple[Capacity | None, str | None]:
+    """The plan with the engine `factor` times as slow, or why there is none."""
+    try:
+        return plan_on(m.slowed(factor)), None
+    except RidgelineError as e:
+        return None, f"at {factor:.3g}x the predicted time, {e}"
 
 
 def parse_deployments(spec: str, weights: str | None) -> list[tuple[str, int, str | None]]:

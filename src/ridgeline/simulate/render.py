@@ -132,6 +132,10 @@ def plan_band(p: dict[str, Any]) -> None:
         f"{p['deployment']['gpu']}: 80% band ({u['profile']} under load, {lo:.2f}–{hi:.2f}x the "
         "predicted time): "
     )
+    if u["fast_end"] is not None:  # no plan at the fast end: why, at each end that has none
+        why = "; ".join(w for w in (u["fast_end"], u["slow_end"]) if w)
+        console.print(f"{head}[yellow]{why}[/]")
+        return
     if u["slow_end"] is not None:
         console.print(
             f"{head}{rates[1]:.3g}/s per replica, {_gpus(gpus[:1])}, ${cost[0]:.3f} per million tokens "
