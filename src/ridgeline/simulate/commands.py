@@ -210,7 +210,7 @@ def plan(
         False, "--exhaustive", help="Every trial at full length (slower; default: short screens, confirmed)."
     ),
     no_band: bool = option(
-        False, "--no-band", help="Skip planning again at the --engine's band's ends (a third of the time)."
+        False, "--no-band", help="Skip planning again at the ends of the --engine's band (two more plans)."
     ),
     as_json: bool = o.JSON,
 ) -> None:
