@@ -186,7 +186,7 @@ def test_plan_json_text_and_no_band() -> None:
     u = data["plans"][0]["uncertainty"]
     assert list(u) == [
         *("profile", "time_ratio", "max_rate_per_replica", "replicas", "gpus"),
-        *("usd_per_million_tokens", "usd_per_million_output_tokens", "slow_end", "fast_end"),
+        *("usd_per_million_tokens", "usd_per_million_output_tokens", "slow_end", "fast_end", "unmeasured"),
     ]
     low, high = u["max_rate_per_replica"]
     assert low < data["plans"][0]["max_rate_per_replica"] < high
@@ -214,3 +214,20 @@ def test_an_end_without_a_plan_is_null_and_says_why() -> None:
     assert band is not None and band.fast_end == f"at {lo:.3g}x the predicted time, refused"
     assert band.slow_end is None and band.max_rate_per_replica[1] is None
     assert band.max_rate_per_replica[0] is not None and band.gpus[0] is None
+
+
+def test_a_band_resting_on_priors_says_so() -> None:
+    """A MoE on SGLang rests on expert terms no published SGLang run moved: the band says so,
+    as `estimate` does (same list); a dense model on vLLM rests on none."""
+    moe = Deployment.build("qwen3-30b-a3b", engine="sglang")
+    s = simulate(moe, OPEN).summary
+    assert s is not None and s.uncertainty is not None
+    assert (
+        s.uncertainty["unmeasured"]
+        == cli_json("estimate", "-m", "qwen3-30b-a3b", "-e", "sglang")["unmeasured"]
+    )
+    assert "experts" in s.uncertainty["unmeasured"]
+    text = " ".join(run_cli("simulate", "-m", "qwen3-30b-a3b", "-e", "sglang", "-n", "100").stdout.split())
+    assert "sglang's profile keeps its priors for experts" in text
+    dense = simulate(Deployment.build(engine="vllm"), OPEN).summary
+    assert dense is not None and dense.uncertainty is not None and dense.uncertainty["unmeasured"] == []

@@ -134,6 +134,7 @@ class Band:
     usd_per_million_output_tokens: list[float | None]
     slow_end: str | None = None
     fast_end: str | None = None
+    unmeasured: list[str] = field(default_factory=list)  # terms whose priors stand (EngineProfile.unmeasured)
 
 
 def banded(m: Deployment, plan_on: Callable[[Deployment], Capacity]) -> Band | None:
@@ -162,6 +163,7 @@ def banded(m: Deployment, plan_on: Callable[[Deployment], Capacity]) -> Band | N
         usd_per_million_output_tokens=ends("usd_per_million_output_tokens", False),
         slow_end=slow_why,
         fast_end=fast_why,
+        unmeasured=engine.unmeasured(m),
     )
 
 

@@ -114,6 +114,16 @@ def band(u: dict[str, Any] | None) -> None:
         f"E2E p50 {_between(u['e2e_p50_s'])}"
         + ("" if served is None else f" · {rate(served[0])}–{rate(served[1])} output tokens/s")
     )
+    _unmeasured(u)
+
+
+def _unmeasured(u: dict[str, Any]) -> None:
+    """The terms a band's prediction rests on that no published run moved, as `estimate` says."""
+    if u["unmeasured"]:
+        console.print(
+            f"[yellow]note:[/] {u['profile']}'s profile keeps its priors for {', '.join(u['unmeasured'])}: "
+            "no published run moved them, so the band, made of other runs, may be too narrow"
+        )
 
 
 def _gpus(counts: list[int]) -> str:
@@ -133,19 +143,19 @@ def plan_band(p: dict[str, Any]) -> None:
         "predicted time): "
     )
     if u["fast_end"] is not None:  # no plan at the fast end: why, at each end that has none
-        why = "; ".join(w for w in (u["fast_end"], u["slow_end"]) if w)
-        console.print(f"{head}[yellow]{why}[/]")
-        return
-    if u["slow_end"] is not None:
-        console.print(
-            f"{head}{rates[1]:.3g}/s per replica, {_gpus(gpus[:1])}, ${cost[0]:.3f} per million tokens "
+        body = "[yellow]" + "; ".join(w for w in (u["fast_end"], u["slow_end"]) if w) + "[/]"
+    elif u["slow_end"] is not None:
+        body = (
+            f"{rates[1]:.3g}/s per replica, {_gpus(gpus[:1])}, ${cost[0]:.3f} per million tokens "
             f"at the fast end; [yellow]{u['slow_end']}[/]"
         )
-        return
-    console.print(
-        f"{head}{rates[0]:.3g}–{rates[1]:.3g}/s per replica, {_gpus(gpus)}, "
-        f"${cost[0]:.3f}–{cost[1]:.3f} per million tokens"
-    )
+    else:
+        body = (
+            f"{rates[0]:.3g}–{rates[1]:.3g}/s per replica, {_gpus(gpus)}, "
+            f"${cost[0]:.3f}–{cost[1]:.3f} per million tokens"
+        )
+    console.print(head + body)
+    _unmeasured(u)
 
 
 def over_time(ts: dict[str, list[float]], rows: int = 6) -> None:
