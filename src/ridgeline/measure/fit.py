@@ -16,8 +16,8 @@ Once each pass is known to be compute- or memory-bound the model is linear in
 (t0, o, 1/F, 1/W); the bound is assigned from the current estimate and the fit repeated
 until it settles. Rows are weighted by 1/measured, so the fit minimises relative error,
 and uncertainties come from the residual variance, s^2 (X^T X)^-1. Parameters the data
-cannot determine (too few points, collinear columns, a negative value) are held at the
-preset, and the fit says so.
+cannot determine (too few points, collinear columns, a negative value, a standard error
+larger than the value) are held at the preset, and the fit says so.
 """
 
 from __future__ import annotations
@@ -209,6 +209,18 @@ def data_start(rows: list[Row], x0: Any) -> Any:
     if per_byte:
         start[3] = start[KV] = float(np.median(per_byte))
     return start
+
+
+def undetermined(x: Any, cov: Any, free: list[int]) -> list[int]:
+    """The free parameters the data cannot tell from zero: a standard error above the value
+    itself. Columns alike enough to trade one parameter for another (a step overhead against
+    a bandwidth, when every decode step reads nearly the same bytes) pass the condition test
+    when the times are exact, and the noise of real ones then sends both anywhere."""
+    import numpy as np
+
+    if cov is None:
+        return []
+    return [i for k, i in enumerate(free) if np.sqrt(max(cov[k, k], 0.0)) > abs(x[i])]
 
 
 def determined(rows: list[Row], x: Any, free: list[int]) -> bool:
@@ -404,7 +416,10 @@ def _fit(m: Deployment, gs: list[Group], served: bool = False) -> Fit:
         x, cov, _ = solve(rows, x0, free, start)
         bad = [i for i in free if not np.isfinite(x[i]) or x[i] < floor[i] or (i >= 2 and x[i] == 0)]
         if not bad:
-            break
+            loose = undetermined(x, cov, free)
+            if not loose:
+                break
+            bad = [next(i for i in (PARAMS.index(p) for p in HOLD_ORDER) if i in loose)]
         free.remove(bad[0])
         x, cov = x0, None
     held = [PARAMS[i] for i in range(len(PARAMS)) if i not in free and (apart or i != KV)]
