@@ -222,6 +222,11 @@ class Deployment:
         """The same deployment at 100% of peak and bandwidth, with no fixed costs: the ceiling."""
         return replace(self, eff=PRESETS["ideal"], preset="ideal", calibration=None, engine=None)
 
+    def band(self, regime: str) -> tuple[float, float] | None:
+        """Its engine profile's band in a regime (measured / predicted time, the 80% interval
+        of published runs no fit saw: engines.REGIMES); None without a profile or that band."""
+        return None if self.engine is None else self.engine.band(regime)
+
     def slowed(self, factor: float) -> Deployment:
         """The same deployment with its engine `factor` times as slow (EngineProfile.scaled):
         every step and first token takes `factor` times as long. A new deployment, so that

@@ -90,11 +90,16 @@ def explain(
             f"decode step's {d.time_s * 1e3:,.2f} ms): small models and short steps feel it most."
         )
     if unmeasured and m.engine is not None:
-        lines.append(
-            f"{m.engine.label}'s profile keeps its priors for {', '.join(unmeasured)}: no published "
-            "run in the corpus moved them, so its band, made of other runs, may be too narrow."
-        )
+        lines.append(priors_stand(m.engine.label, unmeasured))
     return lines
+
+
+def priors_stand(profile: str, unmeasured: Sequence[str]) -> str:
+    """What a band is worth where the prediction rests on terms no published run moved."""
+    return (
+        f"{profile}'s profile keeps its priors for {', '.join(unmeasured)}: no published run in the "
+        "corpus moved them, so its band, made of other runs, may be too narrow."
+    )
 
 
 def _before_first_token(m: Deployment, t: Timeline) -> str:

@@ -303,9 +303,7 @@ def uncertainty(m: Deployment, t: Timeline) -> dict[str, list[float]] | None:
     that the profile's held-out corpus rows left (accuracy.fit.BAND_PERCENTILES), for the
     prefill (TTFT) and decode (TPOT) regimes; the total takes each part's band. None
     without a profile or its bands."""
-    if m.engine is None:
-        return None
-    prefill, decode = m.engine.band("prefill"), m.engine.band("decode")
+    prefill, decode = m.band("prefill"), m.band("decode")
     if prefill is None or decode is None:
         return None
     ttft, steps = t.ttft_s, t.decode_s

@@ -154,9 +154,7 @@ def bands(m: Deployment, ttft_pred_s: float, tpot_pred_s: float, concurrency: in
     group's predictions: the prefill regime's on TTFT, at concurrency 1 only (above it the
     measured TTFT waits in a queue the prediction leaves out), the decode regime's on TPOT;
     (None, None) without a profile or its bands."""
-    if m.engine is None:
-        return None, None
-    prefill, decode = m.engine.band("prefill"), m.engine.band("decode")
+    prefill, decode = m.band("prefill"), m.band("decode")
     ttft = [ttft_pred_s * x for x in prefill] if prefill is not None and concurrency == 1 else None
     return ttft, None if decode is None else [tpot_pred_s * x for x in decode]
 

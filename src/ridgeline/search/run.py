@@ -180,8 +180,8 @@ def cheapest_band(ctx: Context, task: Task) -> dict[str, Any] | None:
     p99s, at each end; None without a profile that has such a band. The answer is the
     cheapest point at the predicted speed: at the slow end another point may be."""
     d = ctx.deployments[task.deployment]
-    band = d.engine.band(LOAD) if d.engine is not None else None
-    if d.engine is None or band is None:
+    band = d.band(LOAD)
+    if band is None or d.engine is None:
         return None
     ends = {}
     for end, factor in zip(("fast", "slow"), band, strict=True):

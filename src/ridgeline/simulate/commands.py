@@ -268,7 +268,7 @@ def plan(
     )  # fmt: skip
     from ridgeline.engines import LOAD
 
-    band = not no_band and any(d.engine is not None and d.engine.band(LOAD) for d in deployments)
+    band = not no_band and any(d.band(LOAD) for d in deployments)
     estimate = len(deployments) * (seeds * 8 + 1 + planner.CONFIRM_SEEDS) * (3 if band else 1)
     with SigtermInterrupts(say=True), _progress(not as_json, estimate, "planning") as progress:
         ticks = [0]

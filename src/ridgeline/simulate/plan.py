@@ -140,9 +140,8 @@ class Band:
 def banded(m: Deployment, plan_on: Callable[[Deployment], Capacity]) -> Band | None:
     """`plan_on` again on `m` with its engine as slow as each end of its band under load;
     None without an engine profile that has one."""
-    engine = m.engine
-    band = engine.band(LOAD) if engine is not None else None
-    if engine is None or band is None:
+    band, engine = m.band(LOAD), m.engine
+    if band is None or engine is None:
         return None
     lo, hi = band
     fast, fast_why = _plan_or_why(plan_on, m, lo)

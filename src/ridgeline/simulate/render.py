@@ -120,10 +120,9 @@ def band(u: dict[str, Any] | None) -> None:
 def _unmeasured(u: dict[str, Any]) -> None:
     """The terms a band's prediction rests on that no published run moved, as `estimate` says."""
     if u["unmeasured"]:
-        console.print(
-            f"[yellow]note:[/] {u['profile']}'s profile keeps its priors for {', '.join(u['unmeasured'])}: "
-            "no published run moved them, so the band, made of other runs, may be too narrow"
-        )
+        from ridgeline.explain import priors_stand
+
+        console.print(f"[yellow]note:[/] {priors_stand(u['profile'], u['unmeasured'])}")
 
 
 def _gpus(counts: list[int]) -> str:

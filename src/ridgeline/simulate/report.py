@@ -175,9 +175,8 @@ def load_band(m: Deployment, s: metrics.Summary, saturated: bool) -> dict[str, A
     throughput divided by it (else None: a faster or slower engine that keeps up serves the
     same arrivals). None without an engine profile that has such a band. The band was made
     of medians and throughputs, so it bounds those; a p99 is further from any published run."""
-    engine = m.engine
-    band = engine.band(LOAD) if engine is not None else None
-    if engine is None or band is None:
+    band = m.band(LOAD)
+    if band is None or m.engine is None:
         return None
     lo, hi = band
 
@@ -186,7 +185,7 @@ def load_band(m: Deployment, s: metrics.Summary, saturated: bool) -> dict[str, A
 
     throughput = s.throughput_tokens_per_s
     return {
-        "profile": engine.name,
+        "profile": m.engine.name,
         "time_ratio": [lo, hi],
         "ttft_p50_s": times(s.ttft_s),
         "tpot_p50_s": times(s.tpot_s),
@@ -194,7 +193,7 @@ def load_band(m: Deployment, s: metrics.Summary, saturated: bool) -> dict[str, A
         "throughput_tokens_per_s": [throughput / hi, throughput / lo] if saturated else None,
         # terms no published run moved, whose priors stand: the band, made of other runs, may
         # be too narrow here (as `estimate` says)
-        "unmeasured": engine.unmeasured(m),
+        "unmeasured": m.engine.unmeasured(m),
     }
 
 

@@ -106,7 +106,7 @@ def _table(s: State) -> dict[str, Any]:
         },
         "slo": {"ttft_p99_s": SLO_TTFT_S, "tpot_p99_s": SLO_TPOT_S},
         # measured / predicted time of the engine's published runs under load (80%), or None
-        "band": None if m.engine is None else m.engine.band(LOAD),
+        "band": m.band(LOAD),
         "rows": rows,
         "precomputed": False,
     }
