@@ -63,12 +63,15 @@ and falls short of the roofline for reasons each of which has a physical term he
                        (the engine replays it as a captured CUDA graph: its kernels run
                        without a launch each), else 1 (a prefill or mixed step launches
                        kernel by kernel)
-    step             >= host_sequence_s x sequences sampled x the accelerator's host_overhead
-                       (the host's own work a step: scheduling, preparing the inputs, sampling's
-                       bookkeeping, in the engine's Python; an engine that plans the next step
-                       while this one runs, scheduler.overlap, hides it behind the GPU's work
-                       until it is the longer, as on GB200's slower Grace host; without overlap
-                       it adds to the step)
+    host work        = (host_step_s + host_sequence_s x sequences sampled)
+                       x the accelerator's host_overhead
+                       (the host's own work a step: scheduling, preparing the inputs, applying
+                       the outputs, sampling's bookkeeping, in the engine's Python. An engine
+                       that plans the next step while this one runs, scheduler.overlap, hides
+                       it behind the GPU's work until it is the longer, as on GB200's slower
+                       Grace host: the step takes at least the host work. Without overlap it
+                       adds to the step, so a fit that sees only runs without overlap cannot
+                       tell host_step_s from fixed: runs with it can)
     a collective     = latency[link] + bytes / (link bandwidth x link_efficiency)
     first token      = + first_token_s                                (HTTP, tokenization, queueing)
                        (behind another front end than the engine's own server, NIM's:
@@ -231,6 +234,7 @@ class Reach:
     graph_overhead_s: float  # step_overhead_s of a decode step replayed as a CUDA graph
     half_m_tokens: float  # the profile's half_m_tokens scaled by the accelerator's tile
     host_sequence_s: float = 0.0  # the host's work a sequence a step, on this accelerator's host
+    host_step_s: float = 0.0  # and its work a step, whatever the sequences
     vector_flops_per_s: float = 0.0  # a matmul of a few tokens run on the vector units (GEMV)
 
 
@@ -261,6 +265,7 @@ class EngineProfile:
     prompt_token_s: float = 0.0  # per prompt token (template, tokenise)
     stream_token_s: float = 0.0  # and per streamed token (detokenise, format, send)
     host_sequence_s: float = 0.0  # the host's work a step per sequence on an x86 server (0: none stated)
+    host_step_s: float = 0.0  # and a step's, whatever its sequences (0: none apart from fixed_s)
     front_end_s: dict[str, float] = field(default_factory=dict)  # first_token_s behind another front end
     sinks: float = 1.0  # attention with sinks against attention without (its kernels), before Hopper
     dequant_async: float = 1.0  # and a weight-only matmul's on a part that needs asynchronous MMA
@@ -414,6 +419,7 @@ class EngineProfile:
             graph_overhead_s=self.step_overhead_s(layers, d.par.tp, graphed=True) * hw.dies,
             half_m_tokens=self.half_m_tokens * d.hw.mma_rows / REFERENCE_MMA_ROWS,
             host_sequence_s=self.host_sequence_s * d.hw.host_overhead,
+            host_step_s=self.host_step_s * d.hw.host_overhead,
             vector_flops_per_s=self.vector_flops_per_s(hw, maths, v * self.dequant_factor(fmt, maths)),
         )
 
@@ -453,8 +459,8 @@ class EngineProfile:
     def rates(self, d: Deployed, tokens: Num, sequences: Num = 1) -> Rates:
         """What a pass of `tokens` new tokens over `sequences` sequences reaches on `d`."""
         r = d.engine_reach if d.engine is self else self.reach(d)
-        host = r.host_sequence_s * sequences  # the host's work this step
         overlapped = self.scheduler.overlap
+        host = r.host_step_s + r.host_sequence_s * sequences  # the host's work this step
         gemm = maximum(small_m_rate(r.gemm_flops_per_s, tokens, r.half_m_tokens), r.vector_flops_per_s)
         a = d.arch  # a routed expert's matmul sees only the tokens routed to it
         experts = (
@@ -523,6 +529,8 @@ class EngineProfile:
         fmt = stored_format(a, d.prec)
         keys = [f"gemm.{self.gemm_key(maths)}", f"weights.{fmt}", "kv", "attention", "half_m_tokens"]
         keys += ["fixed_s", "per_layer_s"]  # the step's own costs
+        if self.host_step_s:
+            keys.append("host_step_s")
         if self.streams(fmt, hw):
             keys.append(f"stream.{fmt}")
         if self.dequant_factor(fmt, maths) != 1.0:
@@ -579,6 +587,7 @@ class EngineProfile:
             prompt_token_s=self.prompt_token_s * factor,
             stream_token_s=self.stream_token_s * factor,
             host_sequence_s=self.host_sequence_s * factor,
+            host_step_s=self.host_step_s * factor,
             front_end_s=slower(self.front_end_s),
         )
 
@@ -771,6 +780,7 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         per_layer_s=_num(w, "overhead.per_layer_s", overhead.get("per_layer_s", 0.0), _SECONDS),
         per_sequence_s=_num(w, "overhead.per_sequence_s", overhead.get("per_sequence_s", 0.0), _SECONDS),
         host_sequence_s=_num(w, "overhead.host_sequence_s", overhead.get("host_sequence_s", 0.0), _SECONDS),
+        host_step_s=_num(w, "overhead.host_step_s", overhead.get("host_step_s", 0.0), _SECONDS),
         tp_scale=_num(w, "overhead.tp_scale", overhead.get("tp_scale", 0.0), (0.0, 10.0)),
         first_token_s=_num(w, "overhead.first_token_s", overhead.get("first_token_s", 0.0), _SECONDS),
         request_s=_num(w, "overhead.request_s", overhead.get("request_s", 0.0), _SECONDS),
@@ -889,6 +899,7 @@ def profile_to_toml(p: EngineProfile) -> str:
                 "stream_token_s": p.stream_token_s,
                 **({"front_end_s": p.front_end_s} if p.front_end_s else {}),
                 **({"host_sequence_s": p.host_sequence_s} if p.host_sequence_s else {}),
+                **({"host_step_s": p.host_step_s} if p.host_step_s else {}),
                 **({"graph": p.graph, "graph_max_seqs": p.graph_max_seqs} if p.graph_max_seqs else {}),
                 **({"moe_layer": p.moe_layer} if p.moe_layer != 1.0 else {}),
             }

@@ -282,7 +282,7 @@ class Engine:
         self.fast = model.global_only and model.exact  # the affine step model, scalars
         # the step model's memo and slopes, read on every step of the fast path
         self.by_tokens = model.by_tokens
-        self.host_per_seq = model.host_per_seq
+        self.host_step, self.host_per_seq = model.host_step, model.host_per_seq
         self.pair_s0 = model.pair_s[0]
         self.cached_s0 = model.cached_s[0]
         # each window group's young decoders (none for a global group)
@@ -519,8 +519,9 @@ class Engine:
                     compute += more_c
                     f0 += more_f
                 dt = (compute if compute > memory else memory) + f0
-                if self.host_per_seq and self.host_per_seq * sampled > dt:  # the host's work, the floor
-                    dt = self.host_per_seq * sampled
+                host = self.host_step + self.host_per_seq * sampled  # the host's work, the floor
+                if host > dt:
+                    dt = host
             else:
                 dt = model.time_s(tokens, [pairs], [cached], sampled, self.spread(n, chunks, tokens, pairs))
             self.record(dt, 1, tokens, pairs, cached, n, self.n_decoding - n)
@@ -656,7 +657,7 @@ class Engine:
             grow_c = self.pair_s0 * (n * attended_pairs(1, mean + 1, 0) - pairs)
             grow_m = self.cached_s0 * (n * cached_tokens(mean + 1, 0) - cached)
             k_age = math.inf
-        host = self.host_per_seq * n  # the host's work a step: the run's floor
+        host = self.host_step + self.host_per_seq * n  # the host's work a step: the run's floor
         dt = (compute if compute > memory else memory) + f0  # step 0
         if host > dt:
             dt = host

@@ -69,9 +69,11 @@ class StepModel:
         # samples: the T-only part samples every token, a prefill chunk one at most.
         self.by_sampled: dict[int, tuple[float, float, float]] = {}
         self.per_sampled = any(self.sampled_at(1))
-        # the host's work a sampled sequence, which an engine overlapping it with the GPU's
-        # hides until it is the longer (engines.EngineProfile.host_sequence_s): a floor
-        self.host_per_seq = float(self.core(1, zeros, zeros, PROBE).host_s) / PROBE
+        # the host's work a step and a sampled sequence, which an engine overlapping it with
+        # the GPU's hides until it is the longer (engines.EngineProfile.host_step_s,
+        # host_sequence_s): a floor, host_step + host_per_seq x sampled
+        self.host_step = float(self.core(1, zeros, zeros, 0.0).host_s)
+        self.host_per_seq = (float(self.core(1, zeros, zeros, PROBE).host_s) - self.host_step) / PROBE
         # The affine reading holds for the lesson's one roofline a pass; the per-op method's
         # sum of maxima has no such form, so every step goes to the core.
         # Data-parallel attention waits for the GPU with the most sequences: a ceiling, no line.
@@ -187,8 +189,8 @@ class StepModel:
             c += more_c
             f0 += more_f
         gpu = (c if c > mem else mem) + f0
-        if self.host_per_seq:  # the host's work is the floor
-            host = self.host_per_seq * (tokens if sampled is None else sampled)
+        if self.host_step or self.host_per_seq:  # the host's work is the floor
+            host = self.host_step + self.host_per_seq * (tokens if sampled is None else sampled)
             return host if host > gpu else gpu
         return gpu
 
@@ -209,7 +211,7 @@ class StepModel:
             lines = (float(direct.attention_s), float(direct.kv_s))
         else:
             lines = (float(direct.compute_s), float(direct.memory_s))
-        got = (c, mem, max(max(c, mem) + f0 + more_f, self.host_per_seq * sampled))
+        got = (c, mem, max(max(c, mem) + f0 + more_f, self.host_step + self.host_per_seq * sampled))
         want = (*lines, float(direct.time_s))
         return all(math.isclose(x, y, rel_tol=1e-12, abs_tol=0.0) for x, y in zip(got, want, strict=True))
 

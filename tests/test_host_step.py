@@ -1,0 +1,105 @@
+"""The host's work a step (EngineProfile.host_step_s): vLLM's engine core schedules, prepares
+the inputs and applies the outputs of every step in Python. Since async scheduling (on by
+default from late 2025) it does that for the next step while the GPU runs this one, so the
+work hides behind the GPU's until it is the longer; a run without overlap (vLLM 0.6 to 0.11,
+every vLLM run the corpus had before) waits for it in turn, where it adds to the step exactly
+as the step's fixed cost does."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ridgeline import step
+from ridgeline.deployment import Deployment
+from ridgeline.engines import EngineProfile, builtin_engines, get_engine, profile_to_toml
+from ridgeline.errors import RidgelineError
+from ridgeline.request import decode_time_s
+from ridgeline.simulate.engine import EngineConfig
+from ridgeline.simulate.run import simulate
+from ridgeline.simulate.workload import Lengths, Workload
+
+
+def vllm(host_step_s: float, overlap: bool, fixed_s: float | None = None) -> EngineProfile:
+    """The built-in vLLM profile with this host work a step, overlapped or not."""
+    p = builtin_engines()["vllm"]
+    p = replace(p, host_step_s=host_step_s, scheduler=replace(p.scheduler, overlap=overlap))
+    return p if fixed_s is None else replace(p, fixed_s=fixed_s)
+
+
+def llama(engine: EngineProfile) -> Deployment:
+    return Deployment.build("llama-3.1-8b", "h100-sxm", engine=engine)
+
+
+@pytest.mark.parametrize("batch", [1, 8, 64])
+def test_overlapped_the_hosts_work_hides_until_it_is_the_longer(batch: int) -> None:
+    """A decode step takes max(the GPU's time, the host's work): 2 ms of host work hides behind
+    an 8B model's step on an H100 (its weights alone take over 4.8 ms to read); half a second
+    of it is the step."""
+    hidden, none = (
+        step.decode_step(llama(vllm(0.002, True)), 1000, batch),
+        step.decode_step(llama(vllm(0.0, True)), 1000, batch),
+    )
+    assert float(none.time_s) > 16.06e9 / 3.35e12  # the weights' bytes at the full bandwidth
+    assert float(hidden.time_s) == float(none.time_s)
+    assert float(hidden.host_s) == pytest.approx(0.002, rel=1e-12)
+    slow = step.decode_step(llama(vllm(0.5, True)), 1000, batch)
+    assert float(slow.time_s) == pytest.approx(0.5, rel=1e-12)
+    assert bool(slow.host_bound) and not bool(hidden.host_bound)
+
+
+@pytest.mark.parametrize("batch", [1, 8, 64])
+def test_without_overlap_the_hosts_work_a_step_adds_as_the_fixed_cost_does(batch: int) -> None:
+    """Without overlap, 2 ms of host work a step is 2 ms more a step, and a profile with it is
+    the same engine as one whose fixed cost is 2 ms higher: runs without overlap cannot tell
+    the two apart (which is why the fit needs a source that ran with it)."""
+    base = builtin_engines()["vllm"].fixed_s
+    serial = step.decode_step(llama(vllm(0.002, False)), 1000, batch)
+    none = step.decode_step(llama(vllm(0.0, False)), 1000, batch)
+    folded = step.decode_step(llama(vllm(0.0, False, fixed_s=base + 0.002)), 1000, batch)
+    assert float(serial.time_s) == pytest.approx(float(none.time_s) + 0.002, rel=1e-12)
+    assert float(serial.time_s) == pytest.approx(float(folded.time_s), rel=1e-12)
+    assert float(serial.host_s) == 0.0
+
+
+def test_a_request_and_the_simulator_step_at_the_hosts_pace_where_it_binds() -> None:
+    """Half a second of host work a step, overlapped, sets every decode step of a small model:
+    the request's decode time in closed form is steps x 0.5 s, and the simulator's TPOT is 0.5 s
+    at each of its steps (the engine's jumped runs and its single steps alike)."""
+    d = Deployment.build("llama-3.2-1b", "h100-sxm", engine=vllm(0.5, True))
+    assert decode_time_s(d, 200, 50, 1) == pytest.approx(50 * 0.5, rel=1e-12)
+    w = Workload(
+        prompt=Lengths("fixed", 200), output=Lengths("fixed", 40), concurrency=3, requests=9, rate_per_s=None
+    )
+    for jump in (True, False):
+        cfg = EngineConfig(max_num_seqs=8, max_num_batched_tokens=2048, overlap=True, jump=jump)
+        s = simulate(d, w, engine=cfg).summary
+        assert s is not None
+        assert s.tpot_s.p50 == pytest.approx(0.5, rel=1e-9)
+        assert s.tpot_s.mean == pytest.approx(0.5, rel=1e-9)
+
+
+def test_the_slowed_engine_pays_its_hosts_work_slowed_too() -> None:
+    """An engine r times as slow (a band's end) takes r times as long on the host as well."""
+    p = vllm(0.5, True)
+    assert p.scaled(2.0).host_step_s == pytest.approx(1.0, rel=1e-12)
+    d, slowed = llama(p), llama(p.scaled(2.0))
+    assert float(step.decode_step(slowed, 1000, 8).time_s) == pytest.approx(
+        2 * float(step.decode_step(d, 1000, 8).time_s), rel=1e-12
+    )
+
+
+def test_a_profile_writes_and_reads_its_host_work_a_step_and_rejects_nonsense(tmp_path: Path) -> None:
+    """host_step_s survives the profile's TOML; a negative one is one clear error."""
+    p = replace(vllm(0.00125, True), name="mine")
+    path = tmp_path / "mine.toml"
+    path.write_text(profile_to_toml(p), encoding="utf-8")
+    back = get_engine(str(path))
+    assert back.host_step_s == 0.00125 and back.scheduler.overlap
+    bad = profile_to_toml(replace(p, name="bad")).replace("host_step_s = 0.00125", "host_step_s = -1")
+    assert "host_step_s = -1" in bad
+    (tmp_path / "bad.toml").write_text(bad, encoding="utf-8")
+    with pytest.raises(RidgelineError, match="host_step_s"):
+        get_engine(str(tmp_path / "bad.toml"))
