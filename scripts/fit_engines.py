@@ -8,7 +8,7 @@ src/ridgeline/data/corpus/cv.json (the accuracy test and benchmark read them).
 
 The priors are data/corpus/priors.toml: a refit starts from them, never from its own
 last output. Each engine is fitted on its own rows; the engines run in parallel, one
-process each (32 minutes here over the 305 rows; llama.cpp's take about a second).
+process each (47 minutes here over the 312 rows; llama.cpp's take about a second).
 
 Each held-out fold is fitted afresh from the priors on the kept rows, as the full fit is on
 all of them. Folds that started from the full fit, which had seen the left-out source, read

@@ -52,11 +52,11 @@ def test_the_built_in_engines_and_their_schedulers(capsys: pytest.CaptureFixture
         name: listed[name]["scheduler"]["prefix_caching"] for name in ("vllm", "sglang", "trtllm", "llamacpp")
     }
     assert caching == {"vllm": True, "sglang": True, "trtllm": False, "llamacpp": False}
-    # SGLang (0.4 on) and TensorRT-LLM's PyTorch runtime plan the next step while this one
-    # runs; vLLM's V1 (async scheduling off by default) and llama.cpp's server do not
+    # SGLang (0.4 on), TensorRT-LLM's PyTorch runtime and vLLM's V1 (async scheduling, its
+    # default since late 2025) plan the next step while this one runs; llama.cpp's server does not
     names = ("vllm", "sglang", "trtllm", "llamacpp")
     overlap = {name: listed[name]["scheduler"]["overlap"] for name in names}
-    assert overlap == {"vllm": False, "sglang": True, "trtllm": True, "llamacpp": False}
+    assert overlap == {"vllm": True, "sglang": True, "trtllm": True, "llamacpp": False}
 
 
 # vLLM's own defaults (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults, 0.9 on, for

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ridgeline import step
+from ridgeline.accuracy import corpus, fit
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, builtin_engines, get_engine, profile_to_toml
 from ridgeline.errors import RidgelineError
@@ -103,3 +104,28 @@ def test_a_profile_writes_and_reads_its_host_work_a_step_and_rejects_nonsense(tm
     (tmp_path / "bad.toml").write_text(bad, encoding="utf-8")
     with pytest.raises(RidgelineError, match="host_step_s"):
         get_engine(str(tmp_path / "bad.toml"))
+
+
+def test_a_corpus_row_without_overlap_pays_the_hosts_work_and_one_with_it_hides_it() -> None:
+    """The corpus's vLLM runs before async scheduling (here the nightly latency test's batch of 8,
+    A07, in process at TP 1) are predicted with the host's work a step in the step: as a higher
+    fixed cost. The run with it (Q02: Qwen2.5-72B at TP 4, one request at a time, on vLLM 0.22)
+    hides it: half the host work or twice it leaves its TPOT where it was."""
+    rows = {r.id: r for r in corpus.rows()}
+    a07, q02 = rows["A07"], rows["Q02"]
+    assert a07.overlap is False and q02.overlap is True
+    fixed = builtin_engines()["vllm"].fixed_s
+    with_host = corpus.predict(a07, vllm(0.0015, True))  # the row says off: the profile's on is not its
+    folded = corpus.predict(a07, vllm(0.0, True, fixed_s=fixed + 0.0015))
+    assert with_host == pytest.approx(folded, rel=1e-9)
+    assert corpus.predict(a07, vllm(0.0, True)) < with_host
+    tpot = [corpus.predict(q02, vllm(h, True)) for h in (0.0005, 0.001, 0.002)]
+    assert tpot[0] == tpot[1] == tpot[2]
+
+
+def test_only_a_profile_whose_priors_state_host_work_a_step_fits_one() -> None:
+    """The fit moves host_step_s for vLLM, whose priors state one, and for no other engine."""
+    priors = corpus.priors()
+    assert priors["vllm"].host_step_s > 0 and priors["vllm"].scheduler.overlap
+    for name, prior in priors.items():
+        assert fit.has(prior, "host_step_s") == (name == "vllm")

@@ -743,7 +743,7 @@ def test_a_launch_command_turns_chunked_prefill_off_as_its_engine_does(engine: s
 @pytest.mark.parametrize("overlap", [False, True])
 def test_a_launch_command_schedules_as_the_simulated_engine_did(engine: str, overlap: bool) -> None:
     """Each engine's own default needs no flag; the other way round takes its switch:
-    vLLM's --async-scheduling, SGLang's --disable-overlap-schedule, TensorRT-LLM's
+    vLLM's --no-async-scheduling, SGLang's --disable-overlap-schedule, TensorRT-LLM's
     disable_overlap_scheduler."""
     from dataclasses import replace
 
@@ -757,7 +757,8 @@ def test_a_launch_command_schedules_as_the_simulated_engine_did(engine: str, ove
     assert found is not None
     words = found.command.split()
     options = found.files.get("extra-llm-api-options.yaml", "")
-    assert ("--async-scheduling" in words) == (engine == "vllm" and overlap)
+    assert ("--no-async-scheduling" in words) == (engine == "vllm" and not overlap)
+    assert "--async-scheduling" not in words
     assert ("--disable-overlap-schedule" in words) == (engine == "sglang" and not overlap)
     assert ("disable_overlap_scheduler: true" in options) == (engine == "trtllm" and not overlap)
 

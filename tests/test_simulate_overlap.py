@@ -105,13 +105,18 @@ def test_overlap_lengthens_ttft_under_load_by_about_a_decode_step(small: Deploym
 def test_profiles_say_which_engines_overlap_and_the_corpus_says_which_runs_did_not() -> None:
     engines = builtin_engines()
     assert engines["sglang"].scheduler.overlap and engines["trtllm"].scheduler.overlap
-    assert not engines["vllm"].scheduler.overlap and not engines["llamacpp"].scheduler.overlap
+    assert engines["vllm"].scheduler.overlap  # async scheduling, vLLM's default since late 2025
+    assert not engines["llamacpp"].scheduler.overlap
     m = Deployment.build("llama-3.1-8b", "h100-sxm", engine=engines["sglang"])
     assert engine_config(m).overlap and not engine_config(m, overlap=False).overlap
     rows = {r.id: r for r in corpus.rows()}
     assert rows["M03"].overlap is False  # SGLang 0.3.0, before the overlap scheduler
     assert rows["K10"].overlap is None  # the profile's: on
     assert rows["T01"].overlap is False  # TensorRT-LLM 0.13's C++ runtime
+    # every vLLM run before async scheduling became its default (0.6 to 0.11) says off; 0.22's is on
+    vllm = [r for r in corpus.rows() + corpus.check_rows() if r.engine == "vllm"]
+    assert {r.id for r in vllm if r.overlap} == {f"Q0{i}" for i in range(1, 7)}
+    assert all(r.overlap is False for r in vllm if not r.id.startswith("Q"))
 
 
 def test_a_config_whose_overlap_is_not_a_flag_is_one_clear_error() -> None:

@@ -231,6 +231,8 @@ def deployment(row: Row, profile: EngineProfile | None) -> Deployment:
     server's first-token cost (`first_token_s`) for a row that ran over HTTP."""
     if profile is not None and row.graphs is not None:  # the run captured other graphs than the profile's
         profile = replace(profile, graph_max_seqs=row.graphs)
+    if profile is not None and row.overlap is not None and row.overlap != profile.scheduler.overlap:
+        profile = with_overlap(profile, row.overlap)
     arch = get_model(row.model)
     weights = row.weights
     if weights in MIXED:
@@ -243,6 +245,16 @@ def deployment(row: Row, profile: EngineProfile | None) -> Deployment:
         arch, row.gpu, weights=weights, maths=row.maths, kv_dtype=row.kv, tp=row.tp, ep=row.ep,
         dp_attention=row.dp_attention, engine=profile, in_process=True,
     )  # fmt: skip
+
+
+def with_overlap(profile: EngineProfile, overlap: bool) -> EngineProfile:
+    """The profile as a run with its scheduling overlapped or not: without, the host's work a
+    step (host_step_s) adds to the step. The host's work a sequence (host_sequence_s) is
+    TensorRT-LLM's PyTorch runtime's, which overlaps; a run without overlap ran another
+    runtime (TensorRT-LLM's C++ one, before 1.0; vLLM before 0.12), whose work a sequence
+    is in per_sequence_s."""
+    scheduler = replace(profile.scheduler, overlap=overlap)
+    return replace(profile, scheduler=scheduler, host_sequence_s=profile.host_sequence_s if overlap else 0.0)
 
 
 def predict(row: Row, profile: EngineProfile | None, d: Deployment | None = None) -> float:

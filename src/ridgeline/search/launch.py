@@ -113,8 +113,8 @@ def launch(
                     "vLLM without chunked prefill needs --max-num-batched-tokens >= --max-model-len: "
                     "the context is capped at the budget, which holds every request of this workload"
                 )
-        if overlap:
-            argv += ["--async-scheduling"]
+        if not overlap:  # vLLM schedules asynchronously by default (late 2025 on)
+            argv += ["--no-async-scheduling"]
         argv += ["--block-size", str(block_tokens)]
         argv += ["--gpu-memory-utilization", f"{utilization:g}"]
         argv += vllm_dtypes(weights, maths, kv, notes)
