@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ridgeline import step
+from ridgeline import estimate, step
 from ridgeline.accuracy import corpus, fit
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, builtin_engines, get_engine, profile_to_toml
@@ -129,3 +129,16 @@ def test_only_a_profile_whose_priors_state_host_work_a_step_fits_one() -> None:
     assert priors["vllm"].host_step_s > 0 and priors["vllm"].scheduler.overlap
     for name, prior in priors.items():
         assert fit.has(prior, "host_step_s") == (name == "vllm")
+
+
+def test_current_vllm_on_a_run_the_fit_never_saw() -> None:
+    """InferenceBench's recipe page (docs/recipes/concurrency-sweep.md, yobitelcomm/bench
+    @eb9dc5c6) states Llama 3.1 8B Instruct on one H100 80GB HBM3 under vLLM 0.21.0 at one
+    request: a median TPOT of 6.48 ms and TTFT of 13.98 ms (its five chat prompts, about 40
+    tokens with Llama 3.1's template; 128 tokens out). It ships no result file, so it is in
+    no fit. The profile, fitted with the same tool's vLLM 0.22 run of another model (Q01-Q06),
+    reads its TPOT within 5% and its TTFT within 30% (22% slow): the profile that priced every
+    vLLM step with the host's work a step, as vLLM 0.6 to 0.11 ran, read them 25% and 99% slow."""
+    e = estimate("llama-3.1-8b", "h100-sxm", prompt=40, output=127, engine="vllm")
+    assert e.tpot_s == pytest.approx(6.48e-3, rel=0.05)
+    assert e.ttft_s == pytest.approx(13.98e-3, rel=0.30)
