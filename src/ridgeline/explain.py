@@ -220,11 +220,21 @@ def _advice(
         )
     d = t.first_decode
     if d.host_bound:  # neither maths nor bytes: the engine's CPU work sets the step
-        return (
+        waits = (
             f"At batch {batch} the engine's host work ({float(d.host_s) * 1e3:,.2f} ms a step on "
             f"{m.hw.name}'s host) outlasts the GPU's ({float(d.gpu_s) * 1e3:,.2f} ms): the step waits "
-            "on the CPU and the GPU idles, so fewer sequences a replica or a faster host, not "
-            "faster maths or narrower weights, would shorten TPOT."
+            "on the CPU and the GPU idles, so "
+        )
+        per_step = m.engine.host_step_s * m.hw.host_overhead if m.engine else 0.0
+        if per_step >= float(d.host_s) - per_step:  # the step's own work, not its sequences'
+            return waits + (
+                "a faster host, not faster maths or narrower weights, would shorten TPOT; the work is "
+                "the step's, not each sequence's, so a larger batch costs the host no more and raises "
+                "throughput until the GPU's work outlasts it."
+            )
+        return waits + (
+            "fewer sequences a replica or a faster host, not faster maths or narrower weights, would "
+            "shorten TPOT."
         )
     comm = float(d.comm_s)
     if comm > 0.25 * float(t.first_decode.time_s):
