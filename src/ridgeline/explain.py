@@ -225,7 +225,7 @@ def _advice(
             f"{m.hw.name}'s host) outlasts the GPU's ({float(d.gpu_s) * 1e3:,.2f} ms): the step waits "
             "on the CPU and the GPU idles, so "
         )
-        per_step = m.engine.host_step_s * m.hw.host_overhead if m.engine else 0.0
+        per_step = m.engine_reach.host_step_s if m.engine else 0.0  # on this accelerator's host
         if per_step >= float(d.host_s) - per_step:  # the step's own work, not its sequences'
             return waits + (
                 "a faster host, not faster maths or narrower weights, would shorten TPOT; the work is "
