@@ -6,9 +6,10 @@ prediction must land within 20% of what the server then measures, for TTFT and f
 How it stays steady on two shared cores:
 - the server runs one thread. Two threads meet at a barrier after every operation, so a
   core taken by anything else on the machine stalls both; one thread only slows down;
-- the lengths are measured in rounds, each round every length once (the held-out one too),
-  so a load that comes and goes falls on all of them alike; each figure is the median of
-  its rounds, after one warm-up request;
+- the lengths are measured in rounds, each round every length once, the held-out one
+  among them in the same sweep, so a load that comes and goes (on a shared machine it comes
+  in bursts of seconds, a request's whole decode at once) falls on all of them alike; each
+  figure is the median of nine rounds, after one warm-up request;
 - prompts are 64 tokens or more: below that a CPU prefill is not linear in its length;
 - concurrency 1 only: llama-cpp-python's server runs one request at a time, so a second
   request in flight is queueing, not the batch of two the model would price.
@@ -30,8 +31,8 @@ from ridgeline.engines import get_engine
 
 FIT_PROMPTS = (64, 128, 256, 384)
 HELD_OUT_PROMPT = 192  # between the fitted lengths, and none of them
-OUTPUT = 16  # decode steps a request
-ROUNDS = 5
+OUTPUT = 24  # decode steps a request
+ROUNDS = 9
 TOLERANCE = 0.20
 
 
@@ -48,22 +49,23 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return os.environ | {"RIDGELINE_CONFIG_DIR": str(folder)}
 
 
-def measure(
-    server: llama_server.Server, prompts: tuple[int, ...], out: Path, env: dict[str, str], warmup: int
-) -> None:
+def measure(server: llama_server.Server, out: Path, env: dict[str, str], warmup: bool) -> list[dict]:
+    """One round: every length once, the held-out one in its place among them."""
+    prompts = sorted((*FIT_PROMPTS, HELD_OUT_PROMPT))
     proc = run_cli(
         "measure", server.url, "--model", str(llama_server.gguf_path()),
         "--prompt-tokens", ",".join(map(str, prompts)), "--concurrency", "1",
-        "--output-tokens", str(OUTPUT), "--requests", "1", "--warmup", str(warmup), "--out", str(out),
+        "--output-tokens", str(OUTPUT), "--requests", "1", "--warmup", str(int(warmup)), "--out", str(out),
         env=env,
     )  # fmt: skip
     server.check()
     assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in out.read_text().splitlines()]
 
 
-def joined(files: list[Path], out: Path) -> Path:
-    """One records file of the rounds' records (JSONL: one request a line)."""
-    out.write_text("".join(f.read_text() for f in files))
+def jsonl(records: list[dict], out: Path) -> Path:
+    """A records file (JSONL: one request a line)."""
+    out.write_text("".join(json.dumps(r) + "\n" for r in records))
     return out
 
 
@@ -71,13 +73,10 @@ def joined(files: list[Path], out: Path) -> Path:
 def loop(server: llama_server.Server, env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict:
     folder = tmp_path_factory.mktemp("loop")
     assert run_cli("probe", "--quick", env=env).returncode == 0
-    fitted_files, held_files = [], []
-    for k in range(ROUNDS):
-        fitted_files.append(folder / f"fit-{k}.jsonl")
-        held_files.append(folder / f"held-{k}.jsonl")
-        measure(server, FIT_PROMPTS, fitted_files[-1], env, warmup=1 if k == 0 else 0)
-        measure(server, (HELD_OUT_PROMPT,), held_files[-1], env, warmup=0)
-    sweep, held = joined(fitted_files, folder / "sweep.jsonl"), joined(held_files, folder / "held.jsonl")
+    records = [r for k in range(ROUNDS) for r in measure(server, folder / f"round-{k}.jsonl", env, k == 0)]
+    held_out = [r for r in records if r["target_prompt_tokens"] == HELD_OUT_PROMPT]
+    fit_rows = [r for r in records if r["target_prompt_tokens"] != HELD_OUT_PROMPT]
+    sweep = jsonl(fit_rows, folder / "sweep.jsonl")
     profile = folder / "p.toml"
     fitted = run_cli("fit", str(sweep), "--gpu", "host", "--engine", "llamacpp", "--out", str(profile),
                      "--json", env=env)  # fmt: skip
@@ -92,7 +91,7 @@ def loop(server: llama_server.Server, env: dict[str, str], tmp_path_factory: pyt
         "fit": json.loads(fitted.stdout),
         "profile": get_engine(str(profile)),
         "estimate": json.loads(est.stdout),
-        "measured": [json.loads(line) for line in held.read_text().splitlines()],
+        "measured": held_out,
     }
 
 
