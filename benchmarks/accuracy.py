@@ -30,8 +30,9 @@ and across models, within one engine version.
 
 --newer predicts the cells of TensorRT-LLM's current throughput table (perf-overview.md
 @03e27c7d) for models and accelerators the catalogue holds: Llama 3.3 70B in FP8 at TP 2 on
-H200 and H100, in NVFP4 at TP 1 on B200 and GB200, and Qwen3-30B-A3B in NVFP4 on both (27
-cells). No corpus row comes from that table or its engine version.
+H200 and H100, in NVFP4 at TP 1 on B200, GB200 and one RTX PRO 6000 Blackwell, and
+Qwen3-30B-A3B in NVFP4 on those three (35 cells). No corpus row comes from that table or its
+engine version, and none ran on an RTX PRO 6000.
 
 --amd predicts, with vLLM's profile, the throughput table of six releases of AMD's ROCm
 performance page (Llama 3.1 70B and 405B in FP8 at TP 8 on MI300X) and the Oracle blog's
@@ -185,6 +186,11 @@ NEWER = {
                                         (8192, 1024): 5735, (32768, 1024): 1265},
     (FP4, "qwen3-30b-a3b", "gb200", 1): {(1000, 1000): 22856, (1024, 1024): 22201, (1024, 8192): 14272,
                                          (8192, 1024): 6201, (32768, 1024): 1380},
+    # its RTX 6000 Pro Blackwell Server Edition tables, one GPU (TP1,PP1): an accelerator no
+    # corpus row ran on
+    (FP4, "llama-3.1-70b", "rtx-pro-6000", 1): {(1000, 1000): 1724, (1024, 1024): 1708, (8192, 1024): 296},
+    (FP4, "qwen3-30b-a3b", "rtx-pro-6000", 1): {(1000, 1000): 9938, (1024, 1024): 9755, (1024, 8192): 3621,
+                                                (8192, 1024): 1914, (32768, 1024): 374},
 }  # fmt: skip
 FAR = 0.40  # the bound on any one row's error
 
@@ -654,11 +660,11 @@ def cells_summary(cells: list[dict[str, Any]], by_block: bool) -> dict[str, Any]
 
 
 def print_cells(cells: list[dict[str, Any]], by_block: bool) -> None:
-    print(f"{'model':14} {'gpu':9} {'tp':>2} {'in/out':>11} {'measured':>9} {'predicted':>9} "
+    print(f"{'model':14} {'gpu':12} {'tp':>2} {'in/out':>11} {'measured':>9} {'predicted':>9} "
           f"{'error':>7} {'held out':>8}")  # fmt: skip
     for c in cells:
         lengths = f"{c['input']}/{c['output']}"
-        print(f"{c['model']:14} {c['gpu']:9} {c['tp']:2} {lengths:>11} {c['measured']:9.0f} "
+        print(f"{c['model']:14} {c['gpu']:12} {c['tp']:2} {lengths:>11} {c['measured']:9.0f} "
               f"{c['predicted']:9.0f} {c['error']:+7.1%} {c['held_out_error']:+8.1%}")  # fmt: skip
     s = cells_summary(cells, by_block)
     if not by_block:
@@ -666,7 +672,7 @@ def print_cells(cells: list[dict[str, Any]], by_block: bool) -> None:
         return
     print()
     for b in s["blocks"]:
-        print(f"{b['model']:14} {b['gpu']:9} {b['tp']:2} {b['n']:2} cells: " + _medians(b, "fitted"))
+        print(f"{b['model']:14} {b['gpu']:12} {b['tp']:2} {b['n']:2} cells: " + _medians(b, "fitted"))
     print()
     for name, group in (("", s["precisions"]), ("Llama 4 and Qwen3-235B, ", s["moe"])):
         for p, m in group.items():

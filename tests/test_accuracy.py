@@ -473,7 +473,9 @@ def test_the_accuracy_report_as_json_says_what_its_tables_say(checked: list[repo
 
 def test_the_newer_tables_cells_as_json() -> None:
     """`--newer --json` from the command line: strict JSON, each cell's errors from its own
-    values, the summary their medians."""
+    values, the summary their medians. Its RTX PRO 6000 cells (Llama 3.3 70B and Qwen3-30B-A3B
+    in NVFP4 on one GPU, 1,724 to 374 tokens/s a GPU on the page) are an accelerator no corpus
+    row ran on, predicted from its data sheet: each within 15% (measured: 8.8% at worst)."""
     import subprocess
     import sys
 
@@ -482,9 +484,12 @@ def test_the_newer_tables_cells_as_json() -> None:
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
     cells = data["cells"]
-    assert len(cells) == data["summary"]["all"]["n"] == 27
+    assert len(cells) == data["summary"]["all"]["n"] == 35
     assert all(c["error"] == pytest.approx(c["predicted"] / c["measured"] - 1) for c in cells)
     assert data["summary"]["all"]["median"] == statistics.median(abs(c["error"]) for c in cells)
+    rtx = {(c["model"], c["input"], c["output"]): c for c in cells if c["gpu"] == "rtx-pro-6000"}
+    assert rtx[("llama-3.1-70b", 8192, 1024)]["measured"] == 296 and len(rtx) == 8
+    assert all(abs(c["error"]) <= 0.15 for c in rtx.values()), {k: c["error"] for k, c in rtx.items()}
 
 
 AMD_HELD_OUT_MEDIAN = 0.18  # AMD's page over six releases and Oracle's batches (measured 14.6%)
