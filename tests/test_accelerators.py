@@ -57,6 +57,41 @@ def test_mi355x_dense_peaks_follow_its_compute_units() -> None:
     assert mi355x.memory_bytes == 288 * GIB
 
 
+MIB = 2**20
+
+
+def test_blackwell_ultra_holds_its_data_sheets_dense_rates_and_nvidia_smis_memory() -> None:
+    """The HGX B300 sheet: 144 PFLOPS of FP4 with sparsity over 8 GPUs, 108 without (14 a GPU
+    rounded down by NVIDIA's per-GPU table), FP8 72 and BF16 36 with sparsity (4.5 and 2.25
+    dense a GPU). GB300 NVL72: 1,080 PFLOPS of dense FP4, 360 of FP8 and 180 of BF16 over 72
+    GPUs, 576 TB/s. nvidia-smi reports 275,040 MiB on a B300 and 284,208 on a GB300."""
+    cat = builtin_catalogue()
+    b300, gb300 = cat["b300"], cat["gb300"]
+    assert b300.peak_flops["fp8"] == pytest.approx(72e15 / 2 / 8)
+    assert b300.peak_flops["bf16"] == pytest.approx(36e15 / 2 / 8)
+    assert b300.peak_flops["fp4"] == pytest.approx(14e15)
+    assert gb300.peak_flops["fp4"] == pytest.approx(1080e15 / 72)
+    assert gb300.peak_flops["fp8"] == pytest.approx(360e15 / 72)
+    assert gb300.peak_flops["bf16"] == pytest.approx(180e15 / 72)
+    assert gb300.bandwidth_bytes_per_s == pytest.approx(576e12 / 72)
+    assert (b300.memory_bytes, gb300.memory_bytes) == (275_040 * MIB, 284_208 * MIB)
+    # a tenth or less of the B200's INT8: Blackwell Ultra gave that silicon to FP4
+    assert b300.peak_flops["int8"] < cat["b200"].peak_flops["int8"] / 10
+    assert b300.async_mma and b300.mma_rows == 128 and gb300.host_overhead == cat["gb200"].host_overhead
+
+
+def test_llama_405b_in_fp8_fits_two_b300s_but_not_two_b200s() -> None:
+    """405e9 fp8 weights are 405 GB: two B200s hold 2 x 180 GiB = 386.5 GB, two B300s
+    2 x 275,040 MiB = 576.8 GB. On four of each, where both fit, decode reads the same bytes a
+    GPU, so TPOT goes as the parts' bandwidths (8.0 and 7.7 TB/s)."""
+    fits = {gpu: estimate(model="llama-3.1-405b", gpu=gpu, tp=2, weights="fp8", maths="fp8").memory.fits
+            for gpu in ("b200", "b300")}  # fmt: skip
+    assert fits == {"b200": False, "b300": True}
+    b300, b200 = (estimate(model="llama-3.1-405b", gpu=gpu, tp=4, weights="fp8", maths="fp8")
+                  for gpu in ("b300", "b200"))  # fmt: skip
+    assert b300.tpot_s / b200.tpot_s == pytest.approx(8.0e12 / 7.7e12, rel=0.02)
+
+
 @pytest.mark.parametrize("gpu, fp16", [("v100", 125e12), ("t4", 65e12)])
 def test_a_part_without_bf16_runs_bf16_maths_at_its_fp16_rate(gpu: str, fp16: float) -> None:
     """Volta and Turing have no bf16: a bf16 model's prefill is priced at the fp16 tensor
@@ -287,6 +322,8 @@ def test_a_users_rented_mac_joins_the_default_space(tmp_path) -> None:  # type: 
         ("NVIDIA RTX 6000 Ada Generation", "rtx-6000-ada"),
         ("Tesla T4", "t4"),
         ("AMD Instinct MI300X", "mi300x"),
+        ("NVIDIA B300 SXM6 AC", "b300"),
+        ("NVIDIA GB300", "gb300"),
         ("Apple M2 Ultra", "m2-ultra"),
         ("h100_sxm", "h100-sxm"),
     ],
