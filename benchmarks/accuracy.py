@@ -31,8 +31,9 @@ and across models, within one engine version.
 --newer predicts the cells of TensorRT-LLM's current throughput table (perf-overview.md
 @03e27c7d) for models and accelerators the catalogue holds: Llama 3.3 70B in FP8 at TP 2 on
 H200 and H100, in NVFP4 at TP 1 on B200, GB200 and one RTX PRO 6000 Blackwell, and
-Qwen3-30B-A3B in NVFP4 on those three (35 cells). No corpus row comes from that table or its
-engine version, and none ran on an RTX PRO 6000.
+Qwen3-30B-A3B in NVFP4 on those three (35 cells), and gpt-oss-20b and -120b in MXFP4 at TP 1
+(33 cells: the 20B on B200, GB200, H200 and H100, the 120B on GB200 and H200). No corpus row
+comes from that table or its engine version, and none ran on an RTX PRO 6000.
 
 --amd predicts, with vLLM's profile, the throughput table of six releases of AMD's ROCm
 performance page (Llama 3.1 70B and 405B in FP8 at TP 8 on MI300X) and the Oracle blog's
@@ -173,7 +174,7 @@ SERVING = {
 }  # fmt: skip
 NEWER_GROUP_LEFT_OUT = BEYOND_GROUP  # the same engine's nearest source, left out for the held-out column
 NEWER_REQUESTS = {(1000, 1000): 3000, (1024, 1024): 3000, (1024, 8192): 1500, (8192, 1024): 1500,
-                  (32768, 1024): 1000}  # fmt: skip
+                  (32768, 1024): 1000, (1024, 32768): 1000}  # fmt: skip
 NEWER = {
     (FP8, "llama-3.1-70b", "h200", 2): {(1000, 1000): 2587, (1024, 1024): 2582, (1024, 8192): 2009,
                                         (8192, 1024): 537, (32768, 1024): 120},
@@ -191,6 +192,24 @@ NEWER = {
     (FP4, "llama-3.1-70b", "rtx-pro-6000", 1): {(1000, 1000): 1724, (1024, 1024): 1708, (8192, 1024): 296},
     (FP4, "qwen3-30b-a3b", "rtx-pro-6000", 1): {(1000, 1000): 9938, (1024, 1024): 9755, (1024, 8192): 3621,
                                                 (8192, 1024): 1914, (32768, 1024): 374},
+}  # fmt: skip
+# The same page's gpt-oss tables at one GPU a run (TP1): OpenAI's MXFP4 checkpoints, which the
+# page runs with an fp8 KV cache on Blackwell and the checkpoint's bf16 on Hopper ("Hopper:
+# use auto"), each in the maths TensorRT-LLM's profile picks for them there (MXFP8
+# activations on Blackwell, BF16 on Hopper: engines.float4_native).
+NEWER_MXFP4 = {
+    ("gpt-oss-20b", "b200"): {(1000, 1000): 53812, (1024, 1024): 53491, (1024, 8192): 34702,
+                              (1024, 32768): 14589, (8192, 1024): 11904, (32768, 1024): 2645},
+    ("gpt-oss-20b", "gb200"): {(1000, 1000): 55823, (1024, 1024): 56528, (1024, 8192): 38100,
+                               (1024, 32768): 16463, (8192, 1024): 12941, (32768, 1024): 2905},
+    ("gpt-oss-20b", "h200"): {(1000, 1000): 13858, (1024, 1024): 13890, (1024, 8192): 12743,
+                              (8192, 1024): 4015, (32768, 1024): 915},
+    ("gpt-oss-20b", "h100-sxm"): {(1000, 1000): 11557, (1024, 1024): 11403, (1024, 8192): 8617,
+                                  (8192, 1024): 3366, (32768, 1024): 785},
+    ("gpt-oss-120b", "gb200"): {(1000, 1000): 27198, (1024, 1024): 26609, (1024, 8192): 14800,
+                                (1024, 32768): 5556, (8192, 1024): 6835, (32768, 1024): 1645},
+    ("gpt-oss-120b", "h200"): {(1000, 1000): 6868, (1024, 1024): 6798, (1024, 8192): 3543,
+                               (8192, 1024): 1828, (32768, 1024): 519},
 }  # fmt: skip
 FAR = 0.40  # the issue's bound on any one row's error
 
@@ -356,12 +375,26 @@ def beyond() -> list[dict[str, Any]]:
 
 def newer() -> list[dict[str, Any]]:
     """The current TensorRT-LLM table's cells, each checked."""
+    from ridgeline.hardware import get_accelerator
+    from ridgeline.models import get_model
+
     cell = _cells(NEWER_GROUP_LEFT_OUT)
-    return [
+    trtllm = builtin_engines()["trtllm"]
+    cells = [
         cell(template, model, gpu, tp, i, o, NEWER_REQUESTS[i, o], float(per_gpu * tp))
         for (template, model, gpu, tp), table in NEWER.items()
         for (i, o), per_gpu in table.items()
     ]
+    for (model, gpu), table in NEWER_MXFP4.items():
+        hw = get_accelerator(gpu)
+        mapping = {
+            "weights": "mxfp4-experts",
+            "maths": trtllm.default_maths(get_model(model), "file", hw),
+            "kv": "fp8" if hw.has_peak("fp4") else "bf16",  # Blackwell's fp8 cache; Hopper's "auto"
+        }
+        cells += [cell(FP8, model, gpu, 1, i, o, NEWER_REQUESTS[i, o], float(v), **mapping)
+                  for (i, o), v in table.items()]  # fmt: skip
+    return cells
 
 
 def serving() -> list[dict[str, Any]]:
@@ -691,12 +724,12 @@ def _cells(left_out: str) -> Callable[..., dict[str, Any]]:
     fold = report.fold_profile(fitted, report.folds()[by_id[FP8].engine][left_out])
 
     def cell(template: str, model: str, gpu: str, tp: int, i: int, o: int, requests: int,
-             measured: float) -> dict[str, Any]:  # fmt: skip
+             measured: float, **mapping: str) -> dict[str, Any]:  # fmt: skip
         dp = tp > 1 and (model, tp) in MOE_BLOCKS  # the page runs its MoE models so
         row = replace(by_id[template], id="cell", model=model, gpu=gpu, tp=tp, input=i, output=o,
-                      requests=requests, measured=measured, dp_attention=dp)  # fmt: skip
+                      requests=requests, measured=measured, dp_attention=dp, **mapping)  # fmt: skip
         return {
-            "precision": "fp8" if template == FP8 else "fp4",
+            "precision": "mxfp4" if mapping else "fp8" if template == FP8 else "fp4",
             "model": model,
             "gpu": gpu,
             "tp": tp,

@@ -53,8 +53,9 @@ class Architecture:
     attention_sinks: bool = False
     # Stored bytes per weight when the file says (GGUF); None means "use --weights".
     file_bytes_per_param: float | None = None
-    # The float dtype a checkpoint stores its quantised weights in, where it says ("fp8": its
-    # quantization_config's fp8); "" when the stored mix is integer (GGUF, AWQ, GPTQ) or MXFP4.
+    # The float dtype a checkpoint stores its quantised weights in, where it says (its
+    # quantization_config's quant_method: "fp8", "mxfp4"); "" when the stored mix is integer
+    # (GGUF, AWQ, GPTQ).
     file_dtype: str = ""
 
     # --- attention -------------------------------------------------------------

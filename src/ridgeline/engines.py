@@ -153,10 +153,34 @@ def stored_format(a: Architecture, prec: Precision) -> str:
     return weight_format(8.0 * weight_bytes_per_param(a, prec))
 
 
-def unpacked(fmt: str, maths: str) -> bool:
+def unpacked(fmt: str, maths: str, native: bool = False) -> bool:
     """Whether weights of this format are narrower than the maths, so that every matmul
-    unpacks them (a weight-only format: int4 weights under fp16 maths)."""
-    return FORMAT_BITS[fmt] < BITS[maths]
+    unpacks them (a weight-only format: int4 weights under fp16 maths), unless the tensor
+    cores take them as they are (`native`: float4_native)."""
+    return not native and FORMAT_BITS[fmt] < BITS[maths]
+
+
+# The 4-bit float formats: e2m1 values with a scale a block (NVFP4, and OCP's MXFP4, which
+# gpt-oss's checkpoints store their experts in), as against integer 4-bit (AWQ, GPTQ, GGUF).
+FLOAT4 = ("fp4", "mxfp4")
+# The stored dtypes a profile's compute.maths may name besides WEIGHT_DTYPES: a checkpoint's
+# own (its quantization_config's quant_method).
+CHECKPOINT_DTYPES = ("mxfp4",)
+
+
+def stored_dtype(a: Architecture, weights: str) -> str:
+    """The dtype the weights are stored in: a spec's (`int4-g128`: int4), or a stored mix's
+    as its checkpoint names it (fp8, mxfp4; "" where it names none)."""
+    dtype = weight_dtype(weights)
+    return a.file_dtype if dtype == "file" else dtype
+
+
+def float4_native(a: Architecture, prec: Precision, hw: Accelerator) -> bool:
+    """Whether 4-bit float weights go into the tensor cores as they are: where the part's MMA
+    runs fp4 (datacentre Blackwell's tcgen05 takes e2m1 beside e4m3 in one instruction, its
+    f8f6f4 kind), under fp8 or fp4 maths, as TensorRT-LLM runs gpt-oss's MXFP4 experts with
+    MXFP8 activations there. Elsewhere (Hopper, Ampere) every matmul unpacks them."""
+    return stored_dtype(a, prec.weights) in FLOAT4 and hw.has_peak("fp4") and prec.maths in ("fp8", "fp4")
 
 
 GIB = 2**30
@@ -302,14 +326,17 @@ class EngineProfile:
 
     def default_maths(self, a: Architecture, weights: str, hw: Accelerator) -> str:
         """The maths dtype its matmuls run in for these weights on hw when none is asked for:
-        compute.maths for the weights' dtype (a stored mix by the float dtype its checkpoint
-        names, fp8's, else by its class: 16-bit as fp16, 8-bit as int8, narrower as int4, as
-        GGUF's quantised types are), where hw states a peak for it; else bf16."""
+        compute.maths for the weights' dtype (a stored mix by the dtype its checkpoint names,
+        fp8's or mxfp4's, else by its class: 16-bit as fp16, 8-bit as int8, narrower as int4,
+        as GGUF's quantised types are), where hw states a peak for it; else bf16. 4-bit float
+        weights run bf16 on a part without an fp4 peak, whatever the map says."""
         dtype = weight_dtype(weights)
         if dtype == "file":
             stored = {"w16": "fp16", "w8": "int8", "w4": "int4"}[stored_format(a, Precision(weights))]
             dtype = a.file_dtype or stored
         maths = self.maths.get(dtype, "bf16")
+        if dtype in FLOAT4 and not hw.has_peak("fp4"):
+            return "bf16"  # no MMA there takes e2m1: the weights are unpacked to 16 bits
         return maths if hw.has_peak(maths) else "bf16"
 
     def vendor_factor(self, vendor: str) -> float:
@@ -349,22 +376,23 @@ class EngineProfile:
             sequences=work.sequences,
         )
 
-    def dequant_factor(self, fmt: str, maths: str, async_mma: bool = False) -> float:
+    def dequant_factor(self, fmt: str, maths: str, async_mma: bool = False, native: bool = False) -> float:
         """What a matmul keeps of its rate when it unpacks narrower weights to its maths
         dtype (int4 weights into fp16 maths); 1 when weights and maths are as wide. On a part
         whose full rate needs asynchronous MMA (Hopper, datacentre Blackwell), it keeps
         dequant_async of that again: weights unpacked in registers feed the warp-level MMA
         of the generation before, not the asynchronous one. So does a matmul of weights as
         wide as the maths where the engine's kernels all reach only what the warp-level MMA
-        does there (warp_mma_only)."""
-        late = self.dequant_async if async_mma and self.warp_mma(fmt, maths) else 1.0
-        return self.dequant.get(fmt, 1.0) * late if unpacked(fmt, maths) else late
+        does there (warp_mma_only). Weights the tensor cores take as they are (`native`) are
+        not unpacked."""
+        late = self.dequant_async if async_mma and self.warp_mma(fmt, maths, native) else 1.0
+        return self.dequant.get(fmt, 1.0) * late if unpacked(fmt, maths, native) else late
 
-    def warp_mma(self, fmt: str, maths: str) -> bool:
+    def warp_mma(self, fmt: str, maths: str, native: bool = False) -> bool:
         """Whether its matmuls of these weights under this maths run at the warp-level MMA's
         rate on a part that needs asynchronous MMA: a weight-only format's, or every one
         where the profile says warp_mma_only."""
-        return self.warp_mma_only or unpacked(fmt, maths)
+        return self.warp_mma_only or unpacked(fmt, maths, native)
 
     def resident_expert_factor(self, d: Deployed) -> float:
         """What a MoE's routed experts hold in memory against their stored bytes: more when
@@ -373,7 +401,8 @@ class EngineProfile:
         if self.repacked_experts == 1.0 or not d.arch.is_moe or d.hw.async_mma:
             return 1.0
         fmt = stored_format(d.arch, d.prec)
-        return self.repacked_experts if fmt == "w4" and unpacked(fmt, d.prec.maths) else 1.0
+        native = float4_native(d.arch, d.prec, d.hw)
+        return self.repacked_experts if fmt == "w4" and unpacked(fmt, d.prec.maths, native) else 1.0
 
     def sinks_factor(self, a: Architecture, hw: Accelerator) -> float:
         """Attention with sinks (gpt-oss) against attention without (sinks_apart)."""
@@ -402,7 +431,8 @@ class EngineProfile:
         maths, hw, bw = d.prec.maths, d.hw, d.hw.bandwidth_bytes_per_s
         fmt = stored_format(d.arch, d.prec)
         layers = self.dense_layers(d.arch)
-        unpack = self.dequant_factor(fmt, maths, hw.async_mma)
+        native = float4_native(d.arch, d.prec, hw)
+        unpack = self.dequant_factor(fmt, maths, hw.async_mma, native)
         full = hw.sustained(maths) * self.gemm_efficiency(maths) * v * unpack
         att = attention_maths(maths, d.prec.kv)  # attention's own dtype, not the weights'
         att = att if att == maths or att in hw.peak_flops else "bf16"
@@ -420,7 +450,9 @@ class EngineProfile:
             half_m_tokens=self.half_m_tokens * d.hw.mma_rows / REFERENCE_MMA_ROWS,
             host_sequence_s=self.host_sequence_s * d.hw.host_overhead,
             host_step_s=self.host_step_s * d.hw.host_overhead,
-            vector_flops_per_s=self.vector_flops_per_s(hw, maths, v * self.dequant_factor(fmt, maths)),
+            vector_flops_per_s=self.vector_flops_per_s(
+                hw, maths, v * self.dequant_factor(fmt, maths, native=native)
+            ),
         )
 
     def vector_flops_per_s(self, hw: Accelerator, maths: str, factor: float) -> float:
@@ -533,9 +565,10 @@ class EngineProfile:
             keys.append("host_step_s")
         if self.streams(fmt, hw):
             keys.append(f"stream.{fmt}")
-        if self.dequant_factor(fmt, maths) != 1.0:
+        native = float4_native(a, d.prec, hw)
+        if self.dequant_factor(fmt, maths, native=native) != 1.0:
             keys.append(f"dequant.{fmt}")
-        if hw.async_mma and self.warp_mma(fmt, maths):
+        if hw.async_mma and self.warp_mma(fmt, maths, native):
             keys.append("dequant_async")
         if a.is_moe:
             keys += ["experts", "expert_half_width", "moe_layer"]
@@ -622,9 +655,10 @@ def _weight_format(where: str, key: str) -> bool:
 
 
 def _maths(where: str, weights: str, maths: Any) -> str:
-    if weights not in WEIGHT_DTYPES or maths not in MATHS_DTYPES:
+    if weights not in (*WEIGHT_DTYPES, *CHECKPOINT_DTYPES) or maths not in MATHS_DTYPES:
         raise RidgelineError(
-            f"{where}: compute.maths maps a weight dtype ({', '.join(WEIGHT_DTYPES)}) to a maths dtype "
+            f"{where}: compute.maths maps a weight dtype ({', '.join((*WEIGHT_DTYPES, *CHECKPOINT_DTYPES))}) "
+            "to a maths dtype "
             f"({', '.join(MATHS_DTYPES)}), got {weights} = {maths!r:.40}"
         )
     return str(maths)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ridgeline.deployment import Deployment
-from ridgeline.engines import FORMAT_BITS, stored_format, unpacked
+from ridgeline.engines import FORMAT_BITS, float4_native, stored_format, unpacked
 from ridgeline.memory import MemoryPlan, held_whole_bytes
 from ridgeline.precision import BITS, Precision
 from ridgeline.request import Timeline
@@ -124,11 +124,12 @@ def _narrow_maths(m: Deployment, label: str) -> str:
     dtype (W8A8, W4A4), or narrower weights unpacked into it (llama.cpp's int8 MMQ)."""
     maths = m.prec.maths
     bits = FORMAT_BITS[stored_format(m.arch, m.prec)]
-    how = (
-        f"weights and activations both in {maths}"
-        if bits == BITS[maths]
-        else f"its {bits:.0f}-bit weights unpacked into {maths} on the tensor cores"
-    )
+    if bits == BITS[maths]:
+        how = f"weights and activations both in {maths}"
+    elif float4_native(m.arch, m.prec, m.hw):
+        how = f"its 4-bit float weights beside {maths} activations, as the tensor cores take them"
+    else:
+        how = f"its {bits:.0f}-bit weights unpacked into {maths} on the tensor cores"
     return (
         f"{label} multiplies in {maths} ({how}), at {m.hw.name}'s {maths} peak: it speeds the "
         "compute-bound prefill, not the bytes decode reads; --maths bf16 prices the matmuls in bf16."
@@ -161,7 +162,10 @@ def _warp_mma(m: Deployment) -> str:
     under any engine."""
     engine, hw, maths = m.engine, m.hw, m.prec.maths
     fmt = stored_format(m.arch, m.prec)
-    if engine is None or not hw.async_mma or unpacked(fmt, maths) or not engine.warp_mma(fmt, maths):
+    native = float4_native(m.arch, m.prec, hw)
+    if engine is None or not hw.async_mma or unpacked(fmt, maths, native):
+        return ""
+    if not engine.warp_mma(fmt, maths, native):
         return ""
     return (
         f"{hw.name}'s tensor cores reach their full rate only through asynchronous MMA, and "
@@ -247,7 +251,9 @@ def _advice(
             "The prompt dominates: trim or cache it (prefix caching), or run the maths in fp8, to cut TTFT."
         )
     if t.first_decode.bound == "compute":
-        return "Decode is already compute-bound: more batch only trades latency; faster maths (fp8) helps."
+        narrower = next((f for f in ("fp8", "fp4") if BITS[f] < BITS[m.prec.maths] and m.hw.has_peak(f)), "")
+        helps = f"faster maths ({narrower}) helps." if narrower else "only a faster part helps."
+        return f"Decode is already compute-bound: more batch only trades latency; {helps}"
     if kv > weights:
         return (
             f"KV reads outweigh the weights ({kv / weights:.1f}x): an fp8 KV cache or shorter "

@@ -254,8 +254,8 @@ def architecture_from_config(cfg: dict[str, Any], name: str, where: str = "confi
     mix = stored_mix(quant, arch, where)
     if mix is None:
         return arch
-    fp8 = isinstance(quant, dict) and str(quant.get("quant_method", "")).lower() == "fp8"
-    return replace(arch, file_bytes_per_param=mix, file_dtype="fp8" if fp8 else "")
+    method = str(quant.get("quant_method", "")).lower() if isinstance(quant, dict) else ""
+    return replace(arch, file_bytes_per_param=mix, file_dtype=method if method in ("fp8", "mxfp4") else "")
 
 
 def stored_mix(quant: Any, arch: Architecture, where: str) -> float | None:
