@@ -330,3 +330,18 @@ def test_an_engine_at_the_warp_level_rate_on_hopper_says_so() -> None:
         estimate("llama-3.1-8b", "h100-sxm", engine="llamacpp", weights="int4", prompt=4096, output=1),
     ):
         assert not any("asynchronous MMA" in line for line in quiet.explain)
+
+
+@pytest.mark.parametrize(
+    "gpu, maths, says",
+    [("h100-sxm", "bf16", "faster maths (fp8) helps"), ("a100-80gb-sxm", "bf16", "faster maths (int8) helps"),
+     ("b200", "fp8", "faster maths (fp4) helps"), ("h100-sxm", "fp8", "a part with more FLOP/s helps")],
+)  # fmt: skip
+def test_a_compute_bound_decode_is_told_of_a_narrower_maths_only_where_the_part_has_one(
+    gpu: str, maths: str, says: str
+) -> None:
+    """Batch 2,048 of 100-token requests is compute-bound on each: the advice names the next
+    narrower dtype the part has a peak for, and none past the narrowest."""
+    e = estimate(gpu=gpu, weights=maths, maths=maths, batch=2048, prompt=100, output=100)
+    assert e.timeline.first_decode.bound == "compute"
+    assert says in e.explain[-1]

@@ -251,8 +251,9 @@ def _advice(
             "The prompt dominates: trim or cache it (prefix caching), or run the maths in fp8, to cut TTFT."
         )
     if t.first_decode.bound == "compute":
-        narrower = next((f for f in ("fp8", "fp4") if BITS[f] < BITS[m.prec.maths] and m.hw.has_peak(f)), "")
-        helps = f"faster maths ({narrower}) helps." if narrower else "only a faster part helps."
+        narrow = ("fp8", "int8", "fp4")
+        narrower = next((f for f in narrow if BITS[f] < BITS[m.prec.maths] and m.hw.has_peak(f)), "")
+        helps = f"faster maths ({narrower}) helps." if narrower else "a part with more FLOP/s helps."
         return f"Decode is already compute-bound: more batch only trades latency; {helps}"
     if kv > weights:
         return (
