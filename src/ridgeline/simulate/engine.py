@@ -519,7 +519,7 @@ class Engine:
                     compute += more_c
                     f0 += more_f
                 dt = (compute if compute > memory else memory) + f0
-                host = self.host_step + self.host_per_seq * sampled  # the host's work, the floor
+                host = self.host_step + self.host_per_seq * sampled  # StepModel.host_floor, inlined
                 if host > dt:
                     dt = host
             else:
@@ -657,7 +657,7 @@ class Engine:
             grow_c = self.pair_s0 * (n * attended_pairs(1, mean + 1, 0) - pairs)
             grow_m = self.cached_s0 * (n * cached_tokens(mean + 1, 0) - cached)
             k_age = math.inf
-        host = self.host_step + self.host_per_seq * n  # the host's work a step: the run's floor
+        host = self.model.host_floor(n)  # the host's work a step: the run's floor
         dt = (compute if compute > memory else memory) + f0  # step 0
         if host > dt:
             dt = host

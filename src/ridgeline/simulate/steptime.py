@@ -190,9 +190,14 @@ class StepModel:
             f0 += more_f
         gpu = (c if c > mem else mem) + f0
         if self.host_step or self.host_per_seq:  # the host's work is the floor
-            host = self.host_step + self.host_per_seq * (tokens if sampled is None else sampled)
+            host = self.host_floor(tokens if sampled is None else sampled)
             return host if host > gpu else gpu
         return gpu
+
+    def host_floor(self, sampled: float) -> float:
+        """The host's work a step that samples `sampled` sequences: the least the step takes
+        where the engine overlaps it with the GPU's (the simulator's jumped runs inline it)."""
+        return self.host_step + self.host_per_seq * sampled
 
     def _reproduces_core(self) -> bool:
         """The affine reading against a direct core call at an arbitrary mixed step: its two
@@ -211,7 +216,7 @@ class StepModel:
             lines = (float(direct.attention_s), float(direct.kv_s))
         else:
             lines = (float(direct.compute_s), float(direct.memory_s))
-        got = (c, mem, max(max(c, mem) + f0 + more_f, self.host_step + self.host_per_seq * sampled))
+        got = (c, mem, max(max(c, mem) + f0 + more_f, self.host_floor(sampled)))
         want = (*lines, float(direct.time_s))
         return all(math.isclose(x, y, rel_tol=1e-12, abs_tol=0.0) for x, y in zip(got, want, strict=True))
 
