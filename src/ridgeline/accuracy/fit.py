@@ -336,16 +336,26 @@ def fit(
     progress: Any = None,
 ) -> Fit:
     pb = problem(prior, rows)
-    x, res = descend(pb, prior_x(pb), iterations, progress=progress)
+    x, _ = descend(pb, prior_x(pb), iterations, progress=progress)
+    return assemble(pb, x, {g: fold_x(pb, g, iterations) for g in sorted({r.group for r in rows})})
+
+
+def fold_x(pb: Problem, group: str | None, iterations: int = 4) -> list[float]:
+    """The parameters fitted afresh from the priors on every row but `group`'s (on every row
+    where None): each fold is independent of the others, so they may run in parallel."""
+    keep = [i for i, r in enumerate(pb.rows) if r.group != group]
+    return descend(pb, prior_x(pb), iterations, keep)[0] if keep else prior_x(pb)
+
+
+def assemble(pb: Problem, x: Sequence[float], folds: dict[str, list[float]]) -> Fit:
+    """The fit from its parameters on every row and each source's fold: every row's
+    residual, and each row's held out, predicted by the fold that left its source out."""
     held: dict[str, float] = {}
-    folds: dict[str, list[float]] = {}
-    for group in sorted({r.group for r in rows}):
-        keep = [i for i, r in enumerate(rows) if r.group != group]
-        out = [i for i, r in enumerate(rows) if r.group == group]
-        folds[group] = descend(pb, prior_x(pb), iterations, keep)[0] if keep else prior_x(pb)
-        for i, e in zip(out, residuals(pb, folds[group], out), strict=True):
-            held[rows[i].id] = e
-    return Fit(pb, x, res, held, folds)
+    for group, fx in folds.items():
+        out = [i for i, r in enumerate(pb.rows) if r.group == group]
+        for i, e in zip(out, residuals(pb, fx, out), strict=True):
+            held[pb.rows[i].id] = e
+    return Fit(pb, list(x), residuals(pb, x), held, folds)
 
 
 def descend(
