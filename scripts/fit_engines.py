@@ -148,6 +148,11 @@ def fixed(prior: EngineProfile) -> dict[str, str]:
             "fixed: every matmul it runs, 16-bit ones too, keeps dequant_async on a part that needs "
             "asynchronous MMA (priors.toml)"
         )
+    if prior.unpack_async:
+        out["unpack_async"] = (
+            "fixed: its weight-only kernels unpack into the asynchronous MMA's operands on Hopper "
+            "(wgmma), so they keep no dequant_async (priors.toml)"
+        )
     if prior.host_sequence_s:
         out["host_sequence_s"] = (
             f"fixed {prior.host_sequence_s:.4g}: a step's host work a sequence, TensorRT-LLM pull request "

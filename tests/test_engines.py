@@ -691,6 +691,32 @@ def test_a_warp_mma_only_profile_loses_it_on_every_matmul(
     assert err.count("\n") == 0 and "warp_mma_only" in err
 
 
+def test_an_unpack_async_profile_keeps_the_asynchronous_rate_for_weight_only_matmuls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """unpack_async = true with dequant_async = 0.5 (TensorRT-LLM's kernels unpack into
+    Hopper's wgmma operands): int4 weights under bf16 maths on an H100 run their matmuls at
+    the rate of a profile without dequant_async, so its prefill takes the matmul time it
+    would have taken at a dequant_async of 1; the flag round-trips through TOML,
+    TensorRT-LLM's with it, and "yes" is refused in one line that names the field."""
+    halved = "experts = 1.0, dequant_async = 0.5"
+    slow = write_profile(tmp_path, PERFECT.replace("experts = 1.0 }", halved + " }"), "slow.toml")
+    fast = write_profile(tmp_path, PERFECT.replace("experts = 1.0 }", halved + ", unpack_async = true }"))
+    untouched = (("a100-80gb-sxm", "int4"), ("h100-sxm", "bf16"))
+    assert_matmuls_halved_on_an_h100(capsys, fast, slow, "int4", untouched)
+    from ridgeline.engines import builtin_engines, get_engine, profile_to_toml
+
+    again = get_engine(write_profile(tmp_path, profile_to_toml(get_engine(fast)), "again.toml"))
+    assert again == get_engine(fast) and again.unpack_async
+    assert builtin_engines()["trtllm"].unpack_async and not builtin_engines()["vllm"].unpack_async
+    bad = write_profile(
+        tmp_path, PERFECT.replace("experts = 1.0 }", 'experts = 1.0, unpack_async = "yes" }'), "bad.toml"
+    )
+    assert main(["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", bad]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "unpack_async" in err
+
+
 def test_grouped_expert_matmuls_lose_more_on_a_part_that_needs_asynchronous_mma(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

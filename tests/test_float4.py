@@ -46,16 +46,19 @@ def test_only_float4_weights_under_narrow_maths_on_an_fp4_part_go_in_as_they_are
 
 def test_native_weights_keep_the_maths_full_matmul_rate_and_unpacked_ones_lose_the_dequant() -> None:
     """The profile's matmul rate on a B200 in fp8 is the part's sustained fp8 rate times the
-    profile's fp8 share; integer 4-bit weights under the same maths keep dequant.w4 of it
-    and dequant_async of that again (their unpacked weights feed the warp-level MMA)."""
-    trt, b200 = builtin_engines()["trtllm"], get_accelerator("b200")
-    full = b200.sustained("fp8") * trt.gemm_efficiency("fp8")
-    native = Deployment.build("gpt-oss-20b", "b200", weights="file", maths="fp8", engine=trt)
-    awq = Deployment.build("llama-3.1-8b", "b200", weights="int4-g128", maths="fp8", engine=trt)
-    assert native.engine_reach.gemm_flops_per_s == pytest.approx(full, rel=1e-12)
-    assert awq.engine_reach.gemm_flops_per_s == pytest.approx(
-        full * trt.dequant["w4"] * trt.dequant_async, rel=1e-12
-    )
+    profile's fp8 share; integer 4-bit weights under the same maths keep dequant.w4 of it.
+    TensorRT-LLM's kernels unpack them into the asynchronous MMA's operands (unpack_async),
+    so that is all; vLLM's feed the warp-level MMA, and keep its dequant_async of that again."""
+    b200 = get_accelerator("b200")
+    for name, late in (("trtllm", False), ("vllm", True)):
+        engine = builtin_engines()[name]
+        full = b200.sustained("fp8") * engine.gemm_efficiency("fp8")
+        native = Deployment.build("gpt-oss-20b", "b200", weights="file", maths="fp8", engine=engine)
+        awq = Deployment.build("llama-3.1-8b", "b200", weights="int4-g128", maths="fp8", engine=engine)
+        assert native.engine_reach.gemm_flops_per_s == pytest.approx(full, rel=1e-12)
+        kept = engine.dequant["w4"] * (engine.dequant_async if late else 1.0)
+        assert engine.dequant_async < 1.0 and engine.unpack_async is not late
+        assert awq.engine_reach.gemm_flops_per_s == pytest.approx(full * kept, rel=1e-12)
 
 
 def test_the_why_says_the_tensor_cores_take_the_weights_as_they_are() -> None:

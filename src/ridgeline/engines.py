@@ -30,8 +30,9 @@ and falls short of the roofline for reasons each of which has a physical term he
                        (weight-only formats unpack every weight inside the matmul),
                        x dequant_async as well on a part that needs asynchronous MMA
                        (the catalogue's async_mma: unpacked weights feed Ampere's warp-level
-                       MMA, not Hopper's wgmma; every matmul does where the profile says
-                       warp_mma_only: llama.cpp's kernels)
+                       MMA, not Hopper's wgmma, unless the profile says unpack_async: its
+                       kernels unpack into the asynchronous MMA's operands, TensorRT-LLM's;
+                       every matmul does where the profile says warp_mma_only: llama.cpp's)
                        but the dense matmuls at least vector FLOP/s = fp32 peak x gemm[fp32]
                        x vendor (x dequant for narrow weights) where the part has matrix units
                        apart from its vector ones: a pass of a few tokens runs as a
@@ -296,6 +297,9 @@ class EngineProfile:
     # whether every tensor-core matmul it runs, not only a weight-only one, keeps dequant_async
     # there: kernels that reach what the warp-level MMA does on such a part (llama.cpp's)
     warp_mma_only: bool = False
+    # whether its weight-only kernels unpack into the asynchronous MMA's operands on such a
+    # part (Hopper's wgmma), so that they keep no dequant_async: TensorRT-LLM's
+    unpack_async: bool = False
     experts_async: float = 1.0  # and the grouped expert matmuls' on a part that needs asynchronous MMA
     expert_half_width: float = 0.0  # the expert width at which its matmuls reach half their rate (0: none)
     graph: float = 1.0  # the share of the per-layer cost a decode step captured as a CUDA graph pays
@@ -381,7 +385,8 @@ class EngineProfile:
         dtype (int4 weights into fp16 maths); 1 when weights and maths are as wide. On a part
         whose full rate needs asynchronous MMA (Hopper, datacentre Blackwell), it keeps
         dequant_async of that again: weights unpacked in registers feed the warp-level MMA
-        of the generation before, not the asynchronous one. So does a matmul of weights as
+        of the generation before, not the asynchronous one, unless the engine's kernels
+        unpack them into the asynchronous MMA's operands (unpack_async). So does a matmul of weights as
         wide as the maths where the engine's kernels all reach only what the warp-level MMA
         does there (warp_mma_only). Weights the tensor cores take as they are (`native`) are
         not unpacked."""
@@ -390,9 +395,9 @@ class EngineProfile:
 
     def warp_mma(self, fmt: str, maths: str, native: bool = False) -> bool:
         """Whether its matmuls of these weights under this maths run at the warp-level MMA's
-        rate on a part that needs asynchronous MMA: a weight-only format's, or every one
-        where the profile says warp_mma_only."""
-        return self.warp_mma_only or unpacked(fmt, maths, native)
+        rate on a part that needs asynchronous MMA: a weight-only format's, unless the profile
+        says unpack_async, or every one where it says warp_mma_only."""
+        return self.warp_mma_only or (unpacked(fmt, maths, native) and not self.unpack_async)
 
     def resident_expert_factor(self, d: Deployed) -> float:
         """What a MoE's routed experts hold in memory against their stored bytes: more when
@@ -792,6 +797,7 @@ def profile_from_entry(name: str, entry: dict[str, Any], where: str) -> EnginePr
         sinks=_num(w, "compute.sinks", compute.get("sinks", 1.0), _FRACTION),
         dequant_async=_num(w, "compute.dequant_async", compute.get("dequant_async", 1.0), _FRACTION),
         warp_mma_only=check_flag(f"{w}: compute.warp_mma_only", compute.get("warp_mma_only", False)),
+        unpack_async=check_flag(f"{w}: compute.unpack_async", compute.get("unpack_async", False)),
         experts_async=_num(w, "compute.experts_async", compute.get("experts_async", 1.0), _FRACTION),
         expert_half_width=_num(
             w, "compute.expert_half_width", compute.get("expert_half_width", 0.0), (0.0, 1e5)
@@ -908,6 +914,7 @@ def profile_to_toml(p: EngineProfile) -> str:
                 "dequant": p.dequant,
                 "dequant_async": p.dequant_async,
                 **({"warp_mma_only": True} if p.warp_mma_only else {}),
+                **({"unpack_async": True} if p.unpack_async else {}),
             }
         ),
         "memory = "
