@@ -175,7 +175,7 @@ def main() -> None:
     if unknown := sorted(set(args.engine) - set(names)):
         sys.exit(f"fit_engines: no engine {', '.join(unknown)} (have {', '.join(names)})")
     refit = [] if args.reuse else args.engine or names
-    results = json.loads(CACHE.read_text(encoding="utf-8")) if len(refit) < len(names) else {}
+    results = _cached([n for n in names if n not in refit]) if len(refit) < len(names) else {}
     if refit:
         results |= fit_engines(refit)
         CACHE.parent.mkdir(parents=True, exist_ok=True)
@@ -211,6 +211,20 @@ def main() -> None:
         }
         CV_JSON.write_text(json.dumps(cv, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         print(f"wrote {ENGINES_TOML.relative_to(ROOT)} and {CV_JSON.relative_to(ROOT)}")
+
+
+def _cached(names: list[str]) -> dict[str, Any]:
+    """The last fit of these engines, where it fitted each on the rows the corpus holds now;
+    else one line that says what to refit."""
+    try:
+        cached = json.loads(CACHE.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        sys.exit(f"fit_engines: no last fit to reuse ({CACHE.name}: {e}): fit every engine first")
+    for name in names:
+        now = {r.id for r in corpus.rows() if r.engine == name}
+        if not isinstance(cached.get(name), dict) or set(cached[name].get("residuals", {})) != now:
+            sys.exit(f"fit_engines: the last fit of {name} is not of the corpus's rows now: refit it too")
+    return {name: cached[name] for name in names}
 
 
 def _fitted(name: str, res: dict[str, Any]) -> EngineProfile:
