@@ -345,3 +345,32 @@ def test_a_compute_bound_decode_is_told_of_a_narrower_maths_only_where_the_part_
     e = estimate(gpu=gpu, weights=maths, maths=maths, batch=2048, prompt=100, output=100)
     assert e.timeline.first_decode.bound == "compute"
     assert says in e.explain[-1]
+
+
+def test_unpacked_weights_say_what_the_unpacking_keeps_and_which_mma_they_feed() -> None:
+    """gpt-oss-120b's MXFP4 experts under bf16 maths on an H200 (no fp4 MMA there), a
+    compute-bound 8,192-token prefill: TensorRT-LLM's line names its dequant.w4 and the
+    asynchronous MMA its kernels unpack into (unpack_async); vLLM's names its dequant.w4 and
+    dequant_async and the warp-level MMA; on an A100, whose full rate is the warp-level MMA's,
+    only dequant.w4; on a B200 TensorRT-LLM runs them in fp8 beside MXFP4 as the tensor cores
+    take them, and bf16 weights unpack nothing: no line."""
+    from ridgeline.engines import builtin_engines
+
+    engines = builtin_engines()
+    trt, vllm = engines["trtllm"], engines["vllm"]
+
+    def said(engine: str, gpu: str, model: str = "gpt-oss-120b", weights: str = "file") -> list[str]:
+        e = estimate(model, gpu, weights=weights, engine=engine, prompt=8192, output=2)
+        assert e.prefill.bound == "compute"
+        return [line for line in e.explain if " unpacks its " in line]
+
+    (line,) = said("trtllm", "h200")
+    assert line.startswith("TensorRT-LLM unpacks its 4-bit weights (mxfp4) into bf16 inside each matmul")
+    assert f"keeping {trt.dequant['w4']:.0%} of the matmul rate" in line
+    assert "h200's asynchronous MMA" in line and "warp-level" not in line
+    (line,) = said("vllm", "h200")
+    assert f"keeping {vllm.dequant['w4']:.0%}" in line and f"{vllm.dequant_async:.0%} of that again" in line
+    assert "feed the warp-level MMA, not h200's asynchronous one" in line
+    (line,) = said("vllm", "a100-80gb-sxm")
+    assert "asynchronous" not in line and "warp-level" not in line
+    assert said("trtllm", "b200") == [] and said("vllm", "h100-sxm", "llama-3.1-8b", "bf16") == []

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ridgeline.deployment import Deployment
-from ridgeline.engines import FORMAT_BITS, float4_native, stored_format, unpacked
+from ridgeline.engines import FORMAT_BITS, float4_native, stored_dtype, stored_format, unpacked
 from ridgeline.memory import MemoryPlan, held_whole_bytes
 from ridgeline.precision import BITS, Precision
 from ridgeline.request import Timeline
@@ -76,7 +76,7 @@ def explain(
     if m.par.dp_attention:
         lines.append(_dp_attention(m, mem, batch, busiest_attention))
     if m.engine is not None and t.prefill.bound == "compute":
-        lines += [line for line in (_sustained(m, m.engine.label), _warp_mma(m)) if line]
+        lines += [line for line in (_sustained(m, m.engine.label), _warp_mma(m), _unpacking(m)) if line]
     if m.engine is not None and BITS[m.prec.maths] < 16:
         lines.append(_narrow_maths(m, m.engine.label))
     if m.engine is not None and d.bound == "memory":
@@ -172,6 +172,33 @@ def _warp_mma(m: Deployment) -> str:
         f"{engine.label}'s matmuls reach what the warp-level MMA does there: "
         f"{engine.dequant_async:.0%} of their share (its profile's dequant_async), its 16-bit ones too."
     )
+
+
+def _unpacking(m: Deployment) -> str:
+    """Where an engine unpacks weights narrower than 16-bit maths inside each matmul (int4
+    under bf16, MXFP4 on a part without an fp4 MMA): what that keeps of the matmul rate, and
+    on a part that needs asynchronous MMA whether the unpacked weights feed it or the
+    warp-level MMA (the profile's unpack_async); "" elsewhere (narrower maths say it in
+    _narrow_maths)."""
+    engine, hw, maths = m.engine, m.hw, m.prec.maths
+    fmt = stored_format(m.arch, m.prec)
+    native = float4_native(m.arch, m.prec, hw)
+    if engine is None or BITS[maths] < 16 or not unpacked(fmt, maths, native):
+        return ""
+    kept = engine.dequant.get(fmt, 1.0)
+    dtype = stored_dtype(m.arch, m.prec.weights) or fmt
+    line = (
+        f"{engine.label} unpacks its {FORMAT_BITS[fmt]:.0f}-bit weights ({dtype}) into {maths} inside "
+        f"each matmul, keeping {kept:.0%} of the matmul rate (its profile's dequant.{fmt})"
+    )
+    if hw.async_mma and engine.warp_mma(fmt, maths, native):
+        line += (
+            f", and {engine.dequant_async:.0%} of that again (dequant_async): the unpacked weights feed "
+            f"the warp-level MMA, not {hw.name}'s asynchronous one"
+        )
+    elif hw.async_mma:
+        line += f", and no more: its kernels unpack them into the operands of {hw.name}'s asynchronous MMA"
+    return line + ". The compute-bound prefill pays it; decode reads the packed bytes."
 
 
 def _streamed(m: Deployment, label: str) -> str:
