@@ -660,10 +660,10 @@ def _weight_format(where: str, key: str) -> bool:
 
 
 def _maths(where: str, weights: str, maths: Any) -> str:
-    if weights not in (*WEIGHT_DTYPES, *CHECKPOINT_DTYPES) or maths not in MATHS_DTYPES:
+    stored = (*WEIGHT_DTYPES, *CHECKPOINT_DTYPES)
+    if weights not in stored or maths not in MATHS_DTYPES:
         raise RidgelineError(
-            f"{where}: compute.maths maps a weight dtype ({', '.join((*WEIGHT_DTYPES, *CHECKPOINT_DTYPES))}) "
-            "to a maths dtype "
+            f"{where}: compute.maths maps a weight dtype ({', '.join(stored)}) to a maths dtype "
             f"({', '.join(MATHS_DTYPES)}), got {weights} = {maths!r:.40}"
         )
     return str(maths)

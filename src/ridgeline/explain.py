@@ -76,7 +76,7 @@ def explain(
     if m.par.dp_attention:
         lines.append(_dp_attention(m, mem, batch, busiest_attention))
     if m.engine is not None and t.prefill.bound == "compute":
-        lines += [line for line in (_sustained(m, m.engine.label), _warp_mma(m), _unpacking(m)) if line]
+        lines += [line for line in (_sustained(m, m.engine.label), _matmul_path(m)) if line]
     if m.engine is not None and BITS[m.prec.maths] < 16:
         lines.append(_narrow_maths(m, m.engine.label))
     if m.engine is not None and d.bound == "memory":
@@ -155,43 +155,38 @@ def _sustained(m: Deployment, label: str) -> str:
     )
 
 
-def _warp_mma(m: Deployment) -> str:
-    """Where an engine whose every matmul runs at the warp-level MMA's rate (its profile's
-    warp_mma_only) is on a part whose full rate needs asynchronous MMA: its 16-bit matmuls keep
-    dequant_async of their share too; "" elsewhere, and for weights it unpacks, which lose it
-    under any engine."""
+def _matmul_path(m: Deployment) -> str:
+    """What the engine's matmuls keep of their rate for the way they take the weights, where
+    a compute-bound prefill answers to it: weights narrower than 16-bit maths unpacked inside
+    each matmul (int4 under bf16, MXFP4 on a part without an fp4 MMA) keep the profile's
+    dequant share, and on a part whose full rate needs asynchronous MMA its dequant_async of
+    that again where they feed the warp-level MMA (not where the profile says unpack_async);
+    a profile whose every matmul runs at the warp-level MMA's rate (warp_mma_only) keeps
+    dequant_async on its 16-bit ones too. "" elsewhere, and for narrower maths, which
+    _narrow_maths tells."""
     engine, hw, maths = m.engine, m.hw, m.prec.maths
     fmt = stored_format(m.arch, m.prec)
     native = float4_native(m.arch, m.prec, hw)
-    if engine is None or not hw.async_mma or unpacked(fmt, maths, native):
+    if engine is None:
         return ""
-    if not engine.warp_mma(fmt, maths, native):
+    warp = hw.async_mma and engine.warp_mma(fmt, maths, native)
+    if not unpacked(fmt, maths, native):
+        return (
+            f"{hw.name}'s tensor cores reach their full rate only through asynchronous MMA, and "
+            f"{engine.label}'s matmuls reach what the warp-level MMA does there: "
+            f"{engine.dequant_async:.0%} of their share (its profile's dequant_async), its 16-bit ones too."
+            if warp
+            else ""
+        )
+    if BITS[maths] < 16:
         return ""
-    return (
-        f"{hw.name}'s tensor cores reach their full rate only through asynchronous MMA, and "
-        f"{engine.label}'s matmuls reach what the warp-level MMA does there: "
-        f"{engine.dequant_async:.0%} of their share (its profile's dequant_async), its 16-bit ones too."
-    )
-
-
-def _unpacking(m: Deployment) -> str:
-    """Where an engine unpacks weights narrower than 16-bit maths inside each matmul (int4
-    under bf16, MXFP4 on a part without an fp4 MMA): what that keeps of the matmul rate, and
-    on a part that needs asynchronous MMA whether the unpacked weights feed it or the
-    warp-level MMA (the profile's unpack_async); "" elsewhere (narrower maths say it in
-    _narrow_maths)."""
-    engine, hw, maths = m.engine, m.hw, m.prec.maths
-    fmt = stored_format(m.arch, m.prec)
-    native = float4_native(m.arch, m.prec, hw)
-    if engine is None or BITS[maths] < 16 or not unpacked(fmt, maths, native):
-        return ""
-    kept = engine.dequant.get(fmt, 1.0)
     dtype = stored_dtype(m.arch, m.prec.weights) or fmt
     line = (
         f"{engine.label} unpacks its {FORMAT_BITS[fmt]:.0f}-bit weights ({dtype}) into {maths} inside "
-        f"each matmul, keeping {kept:.0%} of the matmul rate (its profile's dequant.{fmt})"
+        f"each matmul, keeping {engine.dequant.get(fmt, 1.0):.0%} of the matmul rate (its profile's "
+        f"dequant.{fmt})"
     )
-    if hw.async_mma and engine.warp_mma(fmt, maths, native):
+    if warp:
         line += (
             f", and {engine.dequant_async:.0%} of that again (dequant_async): the unpacked weights feed "
             f"the warp-level MMA, not {hw.name}'s asynchronous one"
