@@ -386,10 +386,10 @@ class EngineProfile:
         whose full rate needs asynchronous MMA (Hopper, datacentre Blackwell), it keeps
         dequant_async of that again: weights unpacked in registers feed the warp-level MMA
         of the generation before, not the asynchronous one, unless the engine's kernels
-        unpack them into the asynchronous MMA's operands (unpack_async). So does a matmul of weights as
-        wide as the maths where the engine's kernels all reach only what the warp-level MMA
-        does there (warp_mma_only). Weights the tensor cores take as they are (`native`) are
-        not unpacked."""
+        unpack them into the asynchronous MMA's operands (unpack_async). So does a matmul of
+        weights as wide as the maths where the engine's kernels all reach only what the
+        warp-level MMA does there (warp_mma_only). Weights the tensor cores take as they are
+        (`native`) are not unpacked."""
         late = self.dequant_async if async_mma and self.warp_mma(fmt, maths, native) else 1.0
         return self.dequant.get(fmt, 1.0) * late if unpacked(fmt, maths, native) else late
 

@@ -181,10 +181,10 @@ def _matmul_path(m: Deployment) -> str:
     if BITS[maths] < 16:
         return ""
     dtype = stored_dtype(m.arch, m.prec.weights) or fmt
+    kept = engine.dequant_factor(fmt, maths, native=native)  # the unpacking's share, before any MMA's
     line = (
         f"{engine.label} unpacks its {FORMAT_BITS[fmt]:.0f}-bit weights ({dtype}) into {maths} inside "
-        f"each matmul, keeping {engine.dequant.get(fmt, 1.0):.0%} of the matmul rate (its profile's "
-        f"dequant.{fmt})"
+        f"each matmul, keeping {kept:.0%} of the matmul rate (its profile's dequant.{fmt})"
     )
     if warp:
         line += (
