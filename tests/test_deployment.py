@@ -90,6 +90,54 @@ def test_lesson_and_per_op_agree_under_expert_parallelism(tp: int, ep: int, dp: 
     )
 
 
+@pytest.mark.parametrize(
+    "part, says",
+    [
+        (dict(model=3), "a model is a catalogue name or a path, got int"),
+        (dict(model=None), "a model is a catalogue name or a path, got NoneType"),
+        (dict(engine=3.5), "an engine is a profile's name, a .toml file or an EngineProfile, got float"),
+        (dict(engine=["vllm"]), "an engine is a profile's name, a .toml file or an EngineProfile, got list"),
+        (dict(weights=4), "--weights is a weight format's name, got int"),
+        (dict(maths=["fp8"]), "--maths is a dtype's name, got list"),
+        (dict(preset={"lesson"}), "--preset is a preset's name, got set"),
+        (dict(method=1), "--method is a timing method's name, got int"),
+        (dict(gpu_file=3), "--gpu-file is a file's path, got int"),
+        (dict(calibration=3.0), "--calibration is a file's path, got float"),
+        (dict(dp_attention="yes"), "--dp-attention must be true or false, got 'yes'"),
+        (dict(in_process="no"), "in_process must be true or false, got 'no'"),
+        # a list where a number goes is not hashable: the deployments built before cannot
+        # hold it, and the size's own check names it
+        (dict(tp=[2]), "--tp must be a whole number from 1 to 65,536, got [2]"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_one_clear_error(part: dict, says: str) -> None:
+    from ridgeline.errors import RidgelineError
+
+    with pytest.raises(RidgelineError) as caught:
+        Deployment.build(**part)
+    assert str(caught.value) == says
+
+
+def test_a_path_names_a_part_as_its_text_does(tmp_path: Path) -> None:
+    from ridgeline.engines import get_engine
+    from ridgeline.models import get_model
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 16,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 8192,
+        "vocab_size": 128256, "max_position_embeddings": 8192,
+    }))  # fmt: skip
+    assert get_model(config) == get_model(str(config))
+    profile = tmp_path / "mine.toml"
+    profile.write_text(
+        '[mine]\nlabel = "mine"\ncompute = { gemm = { bf16 = 0.6 } }\n'
+        "memory = { weights = { w16 = 0.8, w8 = 0.7, w4 = 0.6 } }\n"
+    )
+    assert get_engine(profile) == get_engine(str(profile))
+    assert get_engine(profile).name == "mine"
+
+
 def test_old_option_spellings_still_work() -> None:
     new = cli_json("estimate", "--prompt-tokens", "300", "--output-tokens", "7")
     old = cli_json("estimate", "--prompt", "300", "--output=7")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline import _files
-from ridgeline.checks import check_number
+from ridgeline.checks import check_number, check_path
 from ridgeline.efficiency import Efficiency
 from ridgeline.errors import RidgelineError
 
@@ -143,7 +143,7 @@ def save_calibration(cal: Calibration, path: str | Path) -> Path:
 def load_calibration(path: str | Path) -> Calibration:
     """Read a calibration: JSON when the name ends .json (or, for a name that is neither,
     when the text starts with "{"), TOML otherwise."""
-    p = Path(path).expanduser()
+    p = Path(check_path("--calibration", path)).expanduser()
     text = _files.read_user_text(p)
     suffix = p.suffix.lower()
     as_json = suffix == ".json" or (suffix != ".toml" and text.lstrip().startswith("{"))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from ridgeline.architecture import Architecture
-from ridgeline.checks import check_efficiency, check_size
+from ridgeline.checks import check_efficiency, check_flag, check_path, check_size, check_text
 from ridgeline.efficiency import METHODS, PRESETS, Efficiency, Rates, flat_rates, make_efficiency
 from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.hardware import Accelerator, get_accelerator
@@ -80,6 +80,19 @@ class Deployment:
         compute_eff / bandwidth_eff still win over both. Without maths (or with "auto"), the
         matmuls run in the engine's dtype for these weights (EngineProfile.default_maths),
         else bf16."""
+        for name, text, what in (
+            ("--weights", weights, "a weight format's name"),
+            ("--maths", maths, "a dtype's name"),
+            ("--kv-dtype", kv_dtype, "a dtype's name"),
+            ("--preset", preset, "a preset's name"),
+            ("--method", method, "a timing method's name"),
+        ):
+            if text is not None:
+                check_text(name, text, what)
+        check_flag("--dp-attention", dp_attention)
+        check_flag("in_process", in_process)
+        if gpu_file is not None:
+            check_path("--gpu-file", gpu_file)
         arch = model if isinstance(model, Architecture) else get_model(model)
         hw = (
             gpu
@@ -98,7 +111,10 @@ class Deployment:
             effs = (type(compute_eff), compute_eff, type(bandwidth_eff), bandwidth_eff)
             key = (id(arch), id(hw), id(engine), weights, maths, kv_dtype, *sizes, preset, method, *effs,
                    bool(in_process))  # fmt: skip
-            built = _BUILT.get(key)
+            try:
+                built = _BUILT.get(key)
+            except TypeError:  # an unhashable size or share: never built; the checks below name it
+                key, built = None, None
             if built is not None:
                 return built
         if weights is None:  # bf16, or the stored mix of a GGUF file

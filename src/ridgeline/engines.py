@@ -875,19 +875,25 @@ def engines() -> dict[str, EngineProfile]:
     return out
 
 
-def get_engine(spec: str) -> EngineProfile:
+def get_engine(spec: str | os.PathLike[str]) -> EngineProfile:
     """A profile by name, or the one profile in a TOML file (`--engine my-engine.toml`)."""
     from pathlib import Path
 
+    if isinstance(spec, os.PathLike):
+        spec = os.fspath(spec)
+    if not isinstance(spec, str):
+        raise RidgelineError(
+            f"an engine is a profile's name, a .toml file or an EngineProfile, got {type(spec).__name__}"
+        )
     known = engines()
-    if str(spec).lower() in known:
-        return known[str(spec).lower()]
-    if str(spec).endswith(".toml") and Path(spec).expanduser().is_file():
-        found = _files.read_user_entries(str(spec), _profiles)
+    if spec.lower() in known:
+        return known[spec.lower()]
+    if spec.endswith(".toml") and Path(spec).expanduser().is_file():
+        found = _files.read_user_entries(spec, _profiles)
         if len(found) != 1:
-            raise RidgelineError(f"{str(spec)!r} must hold exactly one engine profile, it holds {len(found)}")
+            raise RidgelineError(f"{spec!r} must hold exactly one engine profile, it holds {len(found)}")
         return next(iter(found.values()))
-    raise unknown_name("engine", str(spec), known, "ridgeline engines")
+    raise unknown_name("engine", spec, known, "ridgeline engines")
 
 
 def profile_to_toml(p: EngineProfile) -> str:

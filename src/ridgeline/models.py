@@ -74,8 +74,12 @@ def _hf_config(repo: str) -> Path:
         ) from None
 
 
-def get_model(spec: str = "llama-3.1-8b") -> Architecture:
+def get_model(spec: str | os.PathLike[str] = "llama-3.1-8b") -> Architecture:
     """Resolve --model: catalogue name, path to config.json or .gguf, or org/name."""
+    if isinstance(spec, os.PathLike):
+        spec = os.fspath(spec)
+    if not isinstance(spec, str):
+        raise RidgelineError(f"a model is a catalogue name or a path, got {type(spec).__name__}")
     try:
         return _resolve(spec)
     except (OSError, ValueError) as exc:
