@@ -8,6 +8,7 @@ slowed engine is checked against the plain one by the ratio of their times alone
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -72,36 +73,76 @@ def test_only_an_engine_can_be_slowed() -> None:
 OPEN = Workload(prompt=Lengths("fixed", 1000), output=Lengths("fixed", 200), rate_per_s=2.0, requests=300)
 
 
-def test_simulate_puts_the_load_band_on_the_medians() -> None:
+def ends(m: Deployment, w: Workload) -> tuple[metrics.Summary, metrics.Summary]:
+    """The workload's runs on the engine as slow as each end of its band under load."""
+    lo, hi = shipped_band(m.engine.name)  # type: ignore[union-attr]
+    fast, slow = (simulate(m.slowed(f), w, band=False).summary for f in (lo, hi))
+    assert fast is not None and slow is not None
+    return fast, slow
+
+
+def test_an_open_loop_runs_band_is_the_run_again_at_each_end() -> None:
+    """The same arrivals on the engine as slow as each end of its band: far below capacity
+    its medians about those of the run scaled by each end (the queue barely grows), and no
+    band on the throughput, the arrivals' at either end."""
     lo, hi = shipped_band("vllm")
-    s = simulate(Deployment.build(engine="vllm"), OPEN).summary
+    m = Deployment.build(engine="vllm")
+    s = simulate(m, OPEN).summary
     assert s is not None and s.uncertainty is not None and not s.overloaded
     u = s.uncertainty
     assert u["profile"] == "vllm" and u["time_ratio"] == [lo, hi]
+    fast, slow = ends(m, OPEN)
     for key in ("ttft", "tpot", "e2e"):
+        assert u[f"{key}_p50_s"] == [fast.latency(f"{key}_s").p50, slow.latency(f"{key}_s").p50]
         p50 = s.latency(f"{key}_s").p50
-        assert u[f"{key}_p50_s"] == pytest.approx([lo * p50, hi * p50], rel=1e-15)
-    # below capacity the output throughput is the arrivals': a faster or slower engine that
-    # keeps up serves the same tokens a second, so the band says nothing of it
+        assert u[f"{key}_p50_s"] == pytest.approx([lo * p50, hi * p50], rel=0.1)
     assert u["throughput_tokens_per_s"] is None
+    assert simulate(m, OPEN, band=False).summary.uncertainty is None  # type: ignore[union-attr]
+
+
+def test_near_capacity_the_queue_magnifies_the_slow_end() -> None:
+    """Ten times the arrivals: the run keeps up, but an engine at the slow end of vLLM's
+    band (2.4x) does not, so its medians are far past the run's scaled by that end, and
+    the throughput's band opens: the slow end serves less than arrives."""
+    m = Deployment.build(engine="vllm")
+    w = replace(OPEN, rate_per_s=20.0, requests=600)
+    s = simulate(m, w).summary
+    assert s is not None and s.uncertainty is not None and not s.overloaded
+    hi = s.uncertainty["time_ratio"][1]
+    fast, slow = ends(m, w)
+    assert slow.overloaded and not fast.overloaded  # type: ignore[attr-defined]
+    assert s.uncertainty["e2e_p50_s"][1] > 2 * hi * s.e2e_s.p50  # type: ignore[operator]
+    assert s.uncertainty["ttft_p50_s"][1] > 2 * hi * s.ttft_s.p50  # type: ignore[operator]
+    served = s.uncertainty["throughput_tokens_per_s"]
+    assert served == [slow.throughput_tokens_per_s, fast.throughput_tokens_per_s]
+    assert served[0] < s.throughput_tokens_per_s <= served[1] * 1.001
 
 
 def test_a_saturated_run_bands_its_throughput() -> None:
+    """A closed loop on a slowed engine is the same run with every time that many times as
+    long: its band is its own times and throughput scaled. A flood is made again at each
+    end, and serves what each end's engine can."""
     lo, hi = shipped_band("sglang")
     m = Deployment.build(engine="sglang")
     closed = Workload(
         prompt=Lengths("fixed", 1000), output=Lengths("fixed", 200), concurrency=16, requests=200
     )
+    s = simulate(m, closed).summary
+    assert s is not None and s.uncertainty is not None
+    served = s.throughput_tokens_per_s
+    assert s.uncertainty["throughput_tokens_per_s"] == pytest.approx([served / hi, served / lo], rel=1e-15)
+    assert s.uncertainty["tpot_p50_s"] == pytest.approx([lo * s.tpot_s.p50, hi * s.tpot_s.p50], rel=1e-15)  # type: ignore[operator]
+    slowed = simulate(m.slowed(hi), closed, band=False).summary
+    assert slowed is not None and slowed.tpot_s.p50 == pytest.approx(hi * s.tpot_s.p50, rel=1e-9)  # type: ignore[operator]
     flood = Workload(
         prompt=Lengths("fixed", 1000), output=Lengths("fixed", 200), rate_per_s=1e4, requests=400
     )
-    for w in (closed, flood):
-        s = simulate(m, w).summary
-        assert s is not None and s.uncertainty is not None
-        served = s.throughput_tokens_per_s
-        band = s.uncertainty["throughput_tokens_per_s"]
-        assert band == pytest.approx([served / hi, served / lo], rel=1e-15)
-    assert simulate(m, flood).summary.overloaded  # type: ignore[union-attr]
+    s = simulate(m, flood).summary
+    assert s is not None and s.overloaded and s.uncertainty is not None
+    fast, slow = ends(m, flood)
+    band = s.uncertainty["throughput_tokens_per_s"]
+    assert band == [slow.throughput_tokens_per_s, fast.throughput_tokens_per_s]
+    assert band[0] < s.throughput_tokens_per_s < band[1]
 
 
 def test_no_band_without_a_profile_that_has_one(tmp_path: Path) -> None:
@@ -117,14 +158,18 @@ def test_no_band_without_a_profile_that_has_one(tmp_path: Path) -> None:
 
 
 def test_simulate_json_and_text_carry_the_band() -> None:
+    """The command carries the band (the runs at its ends: the API's, above) and `--no-band`
+    skips them."""
     lo, hi = shipped_band("vllm")
     args = ["simulate", "--engine", "vllm", "-n", "200", "-p", "1000", "-o", "200"]
     data = cli_json(*args)
     assert data["uncertainty"]["time_ratio"] == [lo, hi]
-    p50 = data["ttft_s"]["p50"]
-    assert data["uncertainty"]["ttft_p50_s"] == pytest.approx([lo * p50, hi * p50])
+    for key in ("ttft_s", "tpot_s", "e2e_s"):
+        low, high = data["uncertainty"][key.replace("_s", "_p50_s")]
+        assert low < data[key]["p50"] < high
     text = run_cli(*args).stdout
     assert f"{lo:.2f}–{hi:.2f}x the predicted time" in " ".join(text.split())
+    assert cli_json(*args, "--no-band")["uncertainty"] is None
     assert cli_json("simulate", "-n", "100")["uncertainty"] is None
 
 

@@ -343,7 +343,7 @@ def simulated(row: Row, d: Deployment) -> dict[str, Any]:
         w = Workload(
             prompt=prompt, output=output, arrival="constant", rate_per_s=rate, requests=n, duration_s=None
         )
-    result = simulate(d, w, engine=cfg)
+    result = simulate(d, w, engine=cfg, band=False)  # the row's own prediction: no band
     s = result.summary
     assert s is not None  # simulate() summarizes unless told not to
     recs = result.records
@@ -414,6 +414,54 @@ def lengths(spec: str, mean: int) -> Any:
 def error(row: Row, predicted: float) -> float:
     """Signed relative error, predicted / measured - 1."""
     return predicted / row.measured - 1.0
+
+
+SLOWDOWN_RANGE = (0.1, 10.0)  # the slowdowns `slowdown` looks within: a row beyond is as far as either end
+SLOWDOWN_STEP = 1.25  # how far past its time ratio it looks at first for an open-loop row
+SLOWDOWN_WIDTH = 0.01  # in log units: the slowdown is found to within 1%
+
+
+def slowdown(row: Row, profile: EngineProfile, predicted: float | None = None) -> float:
+    """How many times as slow the profile's engine must be (Deployment.slowed: every step and
+    first token that many times as long) to predict what the row measured: what a band of
+    the engine's speed is made of. For a row whose every time scales with the engine's, it is
+    measured / predicted time. An open-loop run's queue magnifies a slower engine's steps
+    (near its capacity an engine 10% slower may double the median latency), so for one of
+    those the row is predicted again on slowed engines: from 1 (`predicted`, where it is
+    known) and the time ratio outwards until the measured value lies between two slowdowns,
+    then halving that interval (a median jumps as requests cross step boundaries, so only a
+    bracket is sure) until it is SLOWDOWN_WIDTH wide."""
+    predicted = predict(row, profile) if predicted is None else predicted
+    ratio = math.log(predicted / row.measured)
+    guess = -ratio if is_rate(row) else ratio  # log(measured / predicted time)
+    if row.kind not in RATE_KINDS:
+        return math.exp(guess)
+    d = deployment(row, profile)
+    lo, hi = (math.log(x) for x in SLOWDOWN_RANGE)
+
+    def slow(x: float) -> bool:  # whether the engine slowed e^x times predicts the row slower
+        return predict(row, profile, d.slowed(math.exp(x))) > row.measured
+
+    below, above = (0.0, None) if ratio < 0 else (None, 0.0)  # the slowdowns known fast and slow
+    x = min(max(guess, lo), hi)
+    step = math.log(SLOWDOWN_STEP)
+    while below is None or above is None:
+        if slow(x):
+            above = x
+            x = max(x - step, lo) if below is None else x
+        else:
+            below = x
+            x = min(x + step, hi) if above is None else x
+        step *= 2
+        if (below is None and above == lo) or (above is None and below == hi):
+            return math.exp(lo if below is None else hi)
+    while above - below > SLOWDOWN_WIDTH:
+        mid = (above + below) / 2
+        if slow(mid):
+            above = mid
+        else:
+            below = mid
+    return math.exp((above + below) / 2)
 
 
 def is_rate(row: Row) -> bool:

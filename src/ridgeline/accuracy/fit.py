@@ -22,8 +22,11 @@ Cross-validation leaves one *source* out at a time: the fit is redone without th
 source's rows, from the priors, as the full fit is (the same steps on the kept rows alone, so
 nothing of the left-out rows reaches it, not even as a starting point), and the source's rows
 are predicted, with the full model, from that fold's parameters. The
-error bands of a profile are an 80% interval of measured/predicted time over every held-out
-row: those, and the rows of the sources kept as checks (corpus.CHECKS), which no fit saw.
+error bands of a profile are an 80% interval of the engine's speed: of how many times as
+slow it must be to predict each held-out row (measured / predicted time; for an open-loop
+run, whose queue magnifies a slower engine's steps, the slowdown that predicts its measured
+median, corpus.slowdown) over those rows and the rows of the sources kept as checks
+(corpus.CHECKS), which no fit saw. A prediction's band is the prediction again at each end.
 Its percentiles (BAND_PERCENTILES) are calibrated so that a source the bands were not made
 from falls inside about 80% of the time.
 """
@@ -411,7 +414,7 @@ def _residuals_of(pb: Problem, x: Sequence[float], rows: Sequence[int]) -> list[
 
 @dataclass(frozen=True)
 class Band:
-    low: float  # BAND_PERCENTILES[0] of measured / predicted time
+    low: float  # BAND_PERCENTILES[0] of the held-out slowdowns (report.Checked.slowdown)
     high: float  # BAND_PERCENTILES[1]
     made_of: str  # which held-out rows
 
@@ -439,10 +442,12 @@ MIN_BAND_ROWS = 6  # fewer held-out rows of an engine in a regime: its band pool
 
 
 def bands(ratios: dict[str, float], rows: dict[str, Row], engine: str) -> dict[str, Band]:
-    """An engine's band in each regime: the BAND_PERCENTILES of measured / predicted time
-    over every held-out row of the engine in that regime. `ratios` holds each row's log time
-    ratio by id: the corpus's rows predicted by the fit that left their source out, and the
-    check sources' rows, which no fit saw. Where the engine has fewer than MIN_BAND_ROWS in
+    """An engine's band in each regime: the BAND_PERCENTILES of the slowdowns of every
+    held-out row of the engine in that regime, a band of the engine's speed. `ratios` holds
+    each row's log slowdown by id (report.Checked.slowdown: measured / predicted time, or
+    for an open-loop run the slowdown whose queue predicts its measured median): the corpus's
+    rows predicted by the fit that left their source out, and the check sources' rows,
+    which no fit saw. Where the engine has fewer than MIN_BAND_ROWS in
     a regime, the band pools the rows of every engine of its kind (priors.toml's band_pool:
     the serving engines, which batch many requests, apart from llama.cpp's one stream); where
     its kind has fewer too, every engine's."""

@@ -27,6 +27,10 @@ class Checked:
     row: Row
     predicted: float  # with the fitted profile
     held_out: float  # with the profile fitted without the row's source
+    # how many times as slow that profile's engine must be to predict what the row measured
+    # (corpus.slowdown), for an open-loop row, whose queue magnifies the engine's speed
+    # (None for the others: their time ratio is it)
+    held_slowdown: float | None = None
 
     @property
     def error(self) -> float:
@@ -40,6 +44,13 @@ class Checked:
     def time_ratio(self) -> float:
         """Measured time / held-out predicted time (a rate's ratio turned over)."""
         return math.exp(fit.time_ratio(self.row, math.log(self.held_out / self.row.measured)))
+
+    @property
+    def slowdown(self) -> float:
+        """How many times as slow the held-out profile's engine must be to predict what the
+        row measured: the time ratio, but for an open-loop row the slowdown its queue turns
+        into the measured median. What the bands, bands of the engine's speed, are made of."""
+        return self.time_ratio if self.held_slowdown is None else self.held_slowdown
 
 
 @lru_cache(maxsize=1)
@@ -58,20 +69,22 @@ def fold_profile(profile: EngineProfile, values: dict[str, float]) -> EngineProf
 def check(
     rows: Iterable[Row] | None = None, profiles: dict[str, EngineProfile] | None = None
 ) -> list[Checked]:
-    """Each row predicted in-sample and held out."""
+    """Each row predicted in-sample and held out (and an open-loop row's held-out slowdown)."""
     profiles = profiles or builtin_engines()
     cv = folds()
     out = []
     for row in corpus.rows() if rows is None else rows:
         p = profiles[row.engine]
         held = fold_profile(p, cv.get(row.engine, {}).get(row.group, {}))
-        out.append(Checked(row, corpus.predict(row, p), corpus.predict(row, held)))
+        predicted, held_out = corpus.predict(row, p), corpus.predict(row, held)
+        slowdown = corpus.slowdown(row, held, held_out) if row.kind in corpus.RATE_KINDS else None
+        out.append(Checked(row, predicted, held_out, slowdown))
     return out
 
 
-def log_time_ratios(checked: Iterable[Checked]) -> dict[str, float]:
-    """log(measured time / held-out predicted time) by row id: what the bands are made of."""
-    return {c.row.id: math.log(c.time_ratio) for c in checked}
+def log_slowdowns(checked: Iterable[Checked]) -> dict[str, float]:
+    """log(Checked.slowdown) by row id: what the bands are made of."""
+    return {c.row.id: math.log(c.slowdown) for c in checked}
 
 
 def unseen_coverage(checked: Sequence[Checked], checks: Sequence[Checked]) -> dict[str, tuple[int, int]]:
@@ -80,7 +93,7 @@ def unseen_coverage(checked: Sequence[Checked], checks: Sequence[Checked]) -> di
     The shipped bands hold every source's rows; this is their coverage of a source they
     never saw (with `checked` empty and every row in `checks`: of every source in turn)."""
     rows = {c.row.id: c.row for c in (*checked, *checks)}
-    ratios = log_time_ratios([*checked, *checks])
+    ratios = log_slowdowns([*checked, *checks])
     out = {}
     for source in sorted({c.row.group for c in checks}):
         rest = {i: t for i, t in ratios.items() if rows[i].group != source}
@@ -88,7 +101,7 @@ def unseen_coverage(checked: Sequence[Checked], checks: Sequence[Checked]) -> di
         inside = 0
         for c in mine:
             b = fit.bands(rest, rows, c.row.engine)[c.row.regime]
-            inside += b.low <= c.time_ratio <= b.high
+            inside += b.low <= c.slowdown <= b.high
         out[source] = (inside, len(mine))
     return out
 
@@ -98,13 +111,14 @@ def median_abs(errors: Sequence[float]) -> float:
 
 
 def inside(c: Checked, profiles: dict[str, EngineProfile] | None = None) -> bool:
-    """Whether the row's held-out time ratio lies inside its profile's band."""
+    """Whether the row's held-out slowdown lies inside its profile's band: whether the row's
+    measurement lies between the predictions of the engine slowed to each end of the band."""
     lo, hi = (profiles or builtin_engines())[c.row.engine].uncertainty.get(c.row.regime, (1.0, 1.0))
-    return bool(lo <= c.time_ratio <= hi)
+    return bool(lo <= c.slowdown <= hi)
 
 
 def covered(checked: Sequence[Checked], profiles: dict[str, EngineProfile] | None = None) -> float:
-    """The share of rows whose held-out time ratio lies inside their profile's band."""
+    """The share of rows whose held-out slowdown lies inside their profile's band."""
     profiles = profiles or builtin_engines()
     return sum(inside(c, profiles) for c in checked) / len(checked)
 

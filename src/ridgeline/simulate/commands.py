@@ -99,11 +99,14 @@ def simulate(
     slo_e2e_p99: float | None = o.SLO_E2E,
     out: str | None = option(None, "--out", help="Per-request records: JSONL, or CSV if FILE ends in .csv."),
     no_jump: bool = option(False, "--no-jump", help="Step every decode step (a check of the closed form)."),
+    no_band: bool = option(
+        False, "--no-band", help="Skip running again at the ends of the --engine's band (two more runs)."
+    ),
     as_json: bool = o.JSON,
 ) -> None:
     """Serve a workload on a fleet: continuous batching, paged KV cache, p50/p90/p99."""
     from ridgeline.simulate import output as out_files
-    from ridgeline.simulate.run import engine_config
+    from ridgeline.simulate.run import band_runs, engine_config
     from ridgeline.simulate.run import simulate as run
 
     if out:
@@ -140,8 +143,12 @@ def simulate(
     if total is None and not w.closed and w.rate_per_s and w.duration_s:
         total = int(w.rate_per_s * w.duration_s)
     showing = not as_json and (total or 0) >= 5000
+    if total is not None and not no_band:  # an open-loop run is made again at each end of the band
+        total *= band_runs(d, w)
     with SigtermInterrupts(say=True), _progress(showing, total, "simulating") as progress:
-        result = run(d, w, engine=cfg, replicas=replicas, router=router, slo=slo, progress=progress)
+        result = run(
+            d, w, engine=cfg, replicas=replicas, router=router, slo=slo, progress=progress, band=not no_band
+        )
     if out:
         out_files.write_records(out, result.records)
     assert result.summary is not None  # run() summarizes unless told not to

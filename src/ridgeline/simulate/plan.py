@@ -573,7 +573,7 @@ def confirmed(
         if rate <= floor:
             raise unreachable(m, slo, w)
         at = replace(w, rate_per_s=rate, seed=seed, requests=requests, duration_s=None)
-        res = simulate(m, at, engine=cfg, slo=slo)
+        res = simulate(m, at, engine=cfg, slo=slo, band=False)  # the plan's band is `banded`'s
         tick()
         s = res.summary
         assert s is not None

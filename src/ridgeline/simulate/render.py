@@ -103,14 +103,15 @@ def _between(pair: list[float] | None) -> str:
 
 
 def band(u: dict[str, Any] | None) -> None:
-    """The engine profile's band under load on the run's medians and throughput."""
+    """The engine profile's band under load: the run's medians and throughput at each end."""
     if u is None:
         return
     lo, hi = u["time_ratio"]
     served = u["throughput_tokens_per_s"]
     console.print(
         f"80% band ({u['profile']} under load: published runs took {lo:.2f}–{hi:.2f}x the predicted "
-        f"time): TTFT p50 {_between(u['ttft_p50_s'])} · TPOT p50 {_between(u['tpot_p50_s'])} · "
+        f"time; the run at each end): TTFT p50 {_between(u['ttft_p50_s'])} · "
+        f"TPOT p50 {_between(u['tpot_p50_s'])} · "
         f"E2E p50 {_between(u['e2e_p50_s'])}"
         + ("" if served is None else f" · {rate(served[0])}–{rate(served[1])} output tokens/s")
     )

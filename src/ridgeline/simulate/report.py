@@ -166,31 +166,52 @@ class Utilisation:
 NUMPY_ROWS = 20_000  # step rows above which the over-time sums load numpy (about 50 ms) to save time
 
 
-def load_band(m: Deployment, s: metrics.Summary, saturated: bool) -> dict[str, Any] | None:
-    """The engine profile's band under load applied to this run: the 80% interval of measured
-    / predicted time over published runs under load that no fit saw (open-loop medians,
-    offline throughput: engines.toml's `uncertainty.load`), times the run's median TTFT, TPOT
-    and E2E, and, where the run is `saturated` (a closed loop, or arrivals faster than the
-    fleet serves them: its throughput is the engine's, not the arrivals'), its output
-    throughput divided by it (else None: a faster or slower engine that keeps up serves the
-    same arrivals). None without an engine profile that has such a band. The band was made
-    of medians and throughputs, so it bounds those; a p99 is further from any published run."""
+def load_band(
+    m: Deployment,
+    s: metrics.Summary,
+    saturated: bool,
+    ends: tuple[metrics.Summary, metrics.Summary] | None = None,
+) -> dict[str, Any] | None:
+    """The engine profile's band under load on this run (engines.toml's `uncertainty.load`:
+    an 80% interval of the engine's speed, how many times as slow it must be to predict
+    published runs under load that no fit saw): the run's median TTFT, TPOT and E2E with the
+    engine as slow as each end, and, where the run is `saturated` (a closed loop, or
+    arrivals faster than the fleet, or its slow end, serves them: its throughput is the
+    engine's, not the arrivals'), its output throughput (else None: a faster or slower
+    engine that keeps up serves the same arrivals). A closed loop's slowed run is the same
+    run with every time that many times as long, so without `ends` the times are scaled; an
+    open-loop run's queue magnifies a slower engine's steps, so its `ends` are the runs
+    again on the engine at each end, fast then slow (simulate's `band_runs`). None without
+    an engine profile that has such a band. The band was made of medians and throughputs,
+    so it bounds those; a p99 is further from any published run."""
     band = m.band(LOAD)
     if band is None or m.engine is None:
         return None
     lo, hi = band
-
-    def times(p: metrics.Percentiles) -> list[float] | None:
-        return None if p.p50 is None else [lo * p.p50, hi * p.p50]
-
     throughput = s.throughput_tokens_per_s
+    if ends is None:
+
+        def times(p: metrics.Percentiles) -> list[float] | None:
+            return None if p.p50 is None else [lo * p.p50, hi * p.p50]
+
+        ttft, tpot, e2e = times(s.ttft_s), times(s.tpot_s), times(s.e2e_s)
+        served = [throughput / hi, throughput / lo] if saturated else None
+    else:
+        fast, slow = ends
+
+        def between(key: str) -> list[float] | None:
+            low, high = fast.latency(key).p50, slow.latency(key).p50
+            return None if low is None or high is None else sorted([low, high])
+
+        ttft, tpot, e2e = between("ttft_s"), between("tpot_s"), between("e2e_s")
+        served = sorted([slow.throughput_tokens_per_s, fast.throughput_tokens_per_s]) if saturated else None
     return {
         "profile": m.engine.name,
         "time_ratio": [lo, hi],
-        "ttft_p50_s": times(s.ttft_s),
-        "tpot_p50_s": times(s.tpot_s),
-        "e2e_p50_s": times(s.e2e_s),
-        "throughput_tokens_per_s": [throughput / hi, throughput / lo] if saturated else None,
+        "ttft_p50_s": ttft,
+        "tpot_p50_s": tpot,
+        "e2e_p50_s": e2e,
+        "throughput_tokens_per_s": served,
         # terms no published run moved, whose priors stand: the band, made of other runs, may
         # be too narrow here (as `estimate` says)
         "unmeasured": m.engine.unmeasured(m),

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from ridgeline import metrics
 from ridgeline.checks import check_positive, check_size
 from ridgeline.deployment import Deployment
+from ridgeline.engines import LOAD
 from ridgeline.errors import RidgelineError
 from ridgeline.simulate import report
 from ridgeline.simulate.engine import Engine, EngineConfig, replica_limits
@@ -210,10 +211,17 @@ def simulate(
     slo: metrics.Slo | None = None,
     progress: Callable[[int], None] | None = None,
     summarize: bool = True,
+    band: bool = True,
 ) -> Result:
     """Run the workload on replicas of the deployment to the end (every request finishes)
     and summarize it (unless `summarize` is False: then only the per-request arrays are
-    filled, and the engines keep no step rows)."""
+    filled, and the engines keep no step rows). The summary's `uncertainty` is the run with
+    the engine as slow as each end of its profile's band under load (report.load_band): a
+    closed loop's own times that many times as long (its slowed run is the same run,
+    slower), an open-loop run's made again on the slowed engine with the same arrivals
+    (`band_runs`: its queue magnifies a slower engine's steps). With `band` False there is
+    no band, and no run but the one (`simulate --no-band`, and a caller that reads no band:
+    each run of a plan's search)."""
     deployment = deployment or Deployment.build()
     workload = workload or Workload()
     cfg = engine or EngineConfig()
@@ -269,7 +277,50 @@ def simulate(
     run_fleet(engines, ids, "round-robin" if workload.closed else router, progress, max(span / 200, 1e-3))
     if not summarize:
         return Result(m, kv, reqs, engines, concurrency=workload.concurrency)
-    return summarize_run(m, kv, reqs, engines, workload, cfg, replicas, router, slo)
+    result = summarize_run(m, kv, reqs, engines, workload, cfg, replicas, router, slo)
+    assert result.summary is not None  # summarized
+    if not band:
+        result.summary = replace(result.summary, uncertainty=None)
+    elif band_runs(m, workload) > 1:
+        result.summary = with_band_runs(result, workload, cfg, replicas, router, progress)
+    return result
+
+
+def band_runs(m: Deployment, workload: Workload) -> int:
+    """The runs `simulate` makes: three for an open-loop workload on an engine with a band
+    under load (the run, then the same arrivals with the engine as slow as each end of the
+    band), else one (a closed loop's slowed run is the same run, slower)."""
+    return 3 if m.band(LOAD) is not None and m.engine is not None and not workload.closed else 1
+
+
+def with_band_runs(
+    result: Result,
+    workload: Workload,
+    cfg: EngineConfig,
+    replicas: int,
+    router: str,
+    progress: Callable[[int], None] | None,
+) -> Summary:
+    """The run's summary with its band from the runs at each end of the band (the same
+    arrivals: the workload's seed, or its trace), each counted on after the run's requests."""
+    s = result.summary
+    band = result.machine.band(LOAD)
+    assert s is not None and band is not None
+    done = len(result.reqs)
+    ends = []
+    for k, factor in enumerate(band, start=1):
+        tick = None if progress is None else functools.partial(_counted_after, progress, k * done)
+        run = simulate(result.machine.slowed(factor), workload, engine=cfg, replicas=replicas, router=router,
+                       progress=tick, band=False)  # fmt: skip
+        assert run.summary is not None
+        ends.append(run.summary)
+    fast, slow = ends
+    saturated = s.overloaded or slow.overloaded  # the throughput is the engine's at the slow end
+    return replace(s, uncertainty=report.load_band(result.machine, s, saturated, (fast, slow)))
+
+
+def _counted_after(progress: Callable[[int], None], before: int, done: int) -> None:
+    progress(before + done)
 
 
 def summarize_run(

@@ -30,7 +30,7 @@ function pair(p50, p99, limit, band) {
   b.className = p99 <= limit ? "ok" : "over";
   td.append(`${seconds(p50)} · `, b);
   if (band) {
-    // the engine's band under load on the median: what published runs took against the prediction
+    // the engine's band under load on the median: these arrivals again on the engine as slow as each end
     const small = document.createElement("small");
     small.className = "band";
     small.textContent = `p50 ${seconds(band[0])}–${seconds(band[1])}`;
@@ -66,7 +66,8 @@ export function drawSlo(table, message) {
     `p99 TPOT ≤ ${seconds(table.slo.tpot_p99_s)}.` +
     (table.band
       ? ` Published runs under load took ${g3(table.band[0])}–${g3(table.band[1])}× the time ` +
-        `${d.engine}'s profile predicts, four in five of them: each p50's band is under it.`
+        `${d.engine}'s profile predicts, four in five of them: each p50's band is these arrivals ` +
+        `again on an engine that much slower or faster, whose queue widens it near capacity.`
       : "");
   body.replaceChildren(...table.rows.map((r) => {
     const tr = document.createElement("tr");
