@@ -21,7 +21,7 @@ from conftest import run_cli
 from ridgeline import Deployment, estimate
 from ridgeline.cli import app
 from ridgeline.errors import RidgelineError
-from ridgeline.memory import plan
+from ridgeline.memory import MAX_BATCHED_TOKENS, PerGpu, activation_bytes_per_gpu, plan
 from ridgeline.parallel import (
     Parallel,
     attention_load,
@@ -41,6 +41,11 @@ ATTENTION = LAYERS * (
     + 128 * 128 * HIDDEN  # the output projection
 )  # fmt: skip
 KV_TOKEN = LAYERS * (512 + 64) * 2  # bytes of bf16 latent a token holds, every layer
+
+
+def room(per_gpu: PerGpu, d: Deployment) -> float:
+    """What a GPU has for the cache beside its weights and a full step's activations."""
+    return per_gpu.usable_bytes - per_gpu.weight_bytes - activation_bytes_per_gpu(d, MAX_BATCHED_TOKENS)
 
 
 def deepseek(dp: bool, engine: str | None = None) -> Deployment:
@@ -64,6 +69,33 @@ def test_attention_sits_whole_on_each_gpu_and_with_the_dense_parts_under_tensorr
         assert deepseek(True, engine).par.dp_dense
 
 
+def test_a_moe_layer_holds_every_ranks_routed_tokens() -> None:
+    """A MoE layer under data-parallel attention gathers every rank's tokens and routes each
+    to 8 experts: each GPU holds the gathered tokens at the model's width, the routed copies
+    in and out (all 8 a token with the experts split by TP, one with EP 8), and its eighth
+    of the routed copies' expert intermediates (gate and up, then their product: 3 x 2,048).
+    With TensorRT-LLM's budget each rank's, 2,048 tokens a rank gather 8 chunks: in bf16,
+    0.23 + 3.76 + 0.20 GB by hand beside TP's 0.08 GB. With SGLang's the replica's, the 2,048
+    are all there is to gather. A dense model gathers nothing more."""
+    tokens = 2048
+
+    def extra(gathered: int, ep: int) -> float:
+        routed = gathered * 8
+        return (gathered * HIDDEN + routed / ep * 2 * HIDDEN + routed * 3 * 2048 / 8) * 2
+
+    assert extra(8 * tokens, 1) == pytest.approx(0.2349e9 + 3.758e9 + 0.2013e9, rel=1e-3)
+    for engine, gathered in (("trtllm", 8 * tokens), ("sglang", tokens)):
+        base = activation_bytes_per_gpu(deepseek(False, engine), tokens)
+        got = activation_bytes_per_gpu(deepseek(True, engine), tokens)
+        assert got == pytest.approx(base + extra(gathered, 1), rel=1e-12)
+        whole = Deployment.build(
+            "deepseek-v3", "h200", weights="fp8", tp=8, ep=8, dp_attention=True, engine=engine
+        )
+        assert activation_bytes_per_gpu(whole, tokens) == pytest.approx(base + extra(gathered, 8), rel=1e-12)
+    dense = [Deployment.build("llama-3.1-70b", "h200", tp=8, dp_attention=dp) for dp in (False, True)]
+    assert activation_bytes_per_gpu(dense[1], tokens) == activation_bytes_per_gpu(dense[0], tokens)
+
+
 def test_the_cache_is_split_where_tensor_parallelism_replicates_the_latent() -> None:
     d_tp, d_dp = deepseek(False), deepseek(True)
     assert kv_share_per_gpu(d_tp.arch, d_tp.par) == 1.0  # MLA: the latent on every TP rank
@@ -73,10 +105,10 @@ def test_the_cache_is_split_where_tensor_parallelism_replicates_the_latent() -> 
     assert plan(d_dp, context, batch).per_gpu.kv_bytes == pytest.approx(
         batch * context * KV_TOKEN / 8, rel=1e-9
     )
-    # room: what is usable beside the weights holds 8x the tokens a GPU under DP
+    # room: what is usable beside the weights and a full step's activations (a MoE layer's
+    # gathered, routed tokens under DP) holds 8x the tokens a GPU under DP
     tp, dp = plan(d_tp, context), plan(d_dp, context)
-    room_tp = tp.per_gpu.usable_bytes - tp.per_gpu.weight_bytes
-    room_dp = dp.per_gpu.usable_bytes - dp.per_gpu.weight_bytes
+    room_tp, room_dp = (room(p.per_gpu, d) for p, d in ((tp, d_tp), (dp, d_dp)))
     assert dp.max_batch / tp.max_batch == pytest.approx(8 * room_dp / room_tp, rel=0.02)
 
 
@@ -146,12 +178,11 @@ def test_the_simulator_holds_eight_times_the_tokens_and_serves_more() -> None:
         result = CliRunner().invoke(app, [*argv, "--json"] + (["--dp-attention"] if dp else []))
         assert result.exit_code == 0, result.output
         runs[dp] = json.loads(result.output)
-    tp_room = plan(deepseek(False, "sglang"), 4200).per_gpu
-    dp_room = plan(deepseek(True, "sglang"), 4200).per_gpu
+    d_tp, d_dp = deepseek(False, "sglang"), deepseek(True, "sglang")
+    tp_room, dp_room = (room(plan(d, 4200).per_gpu, d) for d in (d_tp, d_dp))
     assert runs[True]["deployment"]["dp_attention"] is True
     ratio = runs[True]["deployment"]["kv_tokens"] / runs[False]["deployment"]["kv_tokens"]
-    room = (dp_room.usable_bytes - dp_room.weight_bytes) / (tp_room.usable_bytes - tp_room.weight_bytes)
-    assert ratio == pytest.approx(8 * room, rel=0.05)
+    assert ratio == pytest.approx(8 * dp_room / tp_room, rel=0.05)
     assert runs[True]["throughput_tokens_per_s"] > runs[False]["throughput_tokens_per_s"]
 
 

@@ -112,10 +112,22 @@ def stored_weight_bytes_per_gpu(m: Deployment) -> float:
 
 def activation_bytes_per_gpu(m: Deployment, tokens: int) -> float:
     """Peak activations of one pass: the residual stream, attention and MLP
-    intermediates of a chunk of tokens, split by TP, plus fp32 logits of its last tokens."""
+    intermediates of a chunk of tokens, split by TP. Under data-parallel attention a MoE
+    layer first gathers every GPU's tokens (tp chunks where the engine's budget is each
+    rank's, `dp_limits` "rank"; the chunk where it is the replica's), and routes each
+    gathered token to experts_per_token experts: each GPU holds the gathered tokens, the
+    routed copies bound for its experts in and out at the model's width (every routed copy
+    with the experts split by TP, 1/ep of them with whole experts on each GPU), and its share
+    of the routed copies' expert intermediates (gate and up, then their product)."""
     a = m.arch
     width = 4 * a.hidden + (2 * (a.expert_mlp if a.is_moe else a.mlp) + 2 * a.q_dim) / m.par.tp
-    return tokens * width * m.prec.activation_bytes
+    held = tokens * width
+    if a.is_moe and m.par.dp_attention:
+        per_rank = m.engine is not None and m.engine.scheduler.dp_limits == "rank"
+        gathered = tokens * (m.par.tp if per_rank else 1)
+        routed = gathered * a.experts_per_token
+        held += gathered * a.hidden + routed / m.par.ep * 2 * a.hidden + routed * 3 * a.expert_mlp / m.par.tp
+    return held * m.prec.activation_bytes
 
 
 def plan(
