@@ -222,9 +222,7 @@ def main() -> None:
 
 def _log_slowdown(row: corpus.Row, log_error: float, profile: EngineProfile, fold: dict[str, float]) -> float:
     """log of the slowdown of the fold's engine that predicts the row (corpus.slowdown), from
-    the fold's held-out log error: the log time ratio, but for an open-loop row."""
-    if row.kind not in corpus.RATE_KINDS:
-        return fit.time_ratio(row, log_error)
+    the fold's held-out log error."""
     held = report.fold_profile(profile, fold)
     return math.log(corpus.slowdown(row, held, row.measured * math.exp(log_error)))
 

@@ -111,23 +111,21 @@ def split_list(flag: str, text: str, example: str) -> list[str]:
     return items
 
 
-def check_path(name: str, value: Any) -> str:
-    """A file's path, as text or a path object: anything else is one line, not a TypeError
-    from the file system."""
+def check_text(name: str, value: Any, what: str) -> str:
+    """A name or a path given as text (a path object read as its text): a number or a list in
+    its place is one line naming it, not an AttributeError or a TypeError from inside."""
     import os
 
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if not isinstance(value, str):
-        raise RidgelineError(f"{name} is a file's path, got {type(value).__name__}")
-    return value
-
-
-def check_text(name: str, value: Any, what: str) -> str:
-    """A name given as text: a number or a list in its place is one line naming it."""
-    if not isinstance(value, str):
         raise RidgelineError(f"{name} is {what}, got {type(value).__name__}")
     return value
+
+
+def check_path(name: str, value: Any) -> str:
+    """A file's path, as text or a path object."""
+    return check_text(name, value, "a file's path")
 
 
 def check_flag(name: str, value: Any) -> bool:

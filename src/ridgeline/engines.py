@@ -109,7 +109,7 @@ from ridgeline import _files
 from ridgeline._num import Num, maximum
 from ridgeline._num import where as select
 from ridgeline.architecture import Architecture
-from ridgeline.checks import check_flag, check_number
+from ridgeline.checks import check_flag, check_number, check_text
 from ridgeline.efficiency import Rates
 from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.hardware import FALLBACK, REFERENCE_MMA_ROWS, Accelerator
@@ -879,12 +879,7 @@ def get_engine(spec: str | os.PathLike[str]) -> EngineProfile:
     """A profile by name, or the one profile in a TOML file (`--engine my-engine.toml`)."""
     from pathlib import Path
 
-    if isinstance(spec, os.PathLike):
-        spec = os.fspath(spec)
-    if not isinstance(spec, str):
-        raise RidgelineError(
-            f"an engine is a profile's name, a .toml file or an EngineProfile, got {type(spec).__name__}"
-        )
+    spec = check_text("an engine", spec, "a profile's name, a .toml file or an EngineProfile")
     known = engines()
     if spec.lower() in known:
         return known[spec.lower()]

@@ -123,7 +123,7 @@ def activation_bytes_per_gpu(m: Deployment, tokens: int) -> float:
     width = 4 * a.hidden + (2 * (a.expert_mlp if a.is_moe else a.mlp) + 2 * a.q_dim) / m.par.tp
     held = tokens * width
     if a.is_moe and m.par.dp_attention:
-        per_rank = m.engine is not None and m.engine.scheduler.dp_limits == "rank"
+        per_rank = m.scheduler is not None and m.scheduler.dp_limits == "rank"
         gathered = tokens * (m.par.tp if per_rank else 1)
         routed = gathered * a.experts_per_token
         held += gathered * a.hidden + routed / m.par.ep * 2 * a.hidden + routed * 3 * a.expert_mlp / m.par.tp

@@ -11,6 +11,7 @@ from functools import lru_cache
 
 from ridgeline import _files
 from ridgeline.architecture import Architecture
+from ridgeline.checks import check_text
 from ridgeline.errors import RidgelineError, unknown_name
 from ridgeline.hf_config import architecture_from_config
 
@@ -76,10 +77,7 @@ def _hf_config(repo: str) -> Path:
 
 def get_model(spec: str | os.PathLike[str] = "llama-3.1-8b") -> Architecture:
     """Resolve --model: catalogue name, path to config.json or .gguf, or org/name."""
-    if isinstance(spec, os.PathLike):
-        spec = os.fspath(spec)
-    if not isinstance(spec, str):
-        raise RidgelineError(f"a model is a catalogue name or a path, got {type(spec).__name__}")
+    spec = check_text("a model", spec, "a catalogue name or a path")
     try:
         return _resolve(spec)
     except (OSError, ValueError) as exc:

@@ -416,6 +416,12 @@ def error(row: Row, predicted: float) -> float:
     return predicted / row.measured - 1.0
 
 
+def time_ratio(row: Row, log_error: float) -> float:
+    """log(measured time / predicted time) from log(predicted / measured) of the row's
+    quantity: a rate's error turns over."""
+    return log_error if is_rate(row) else -log_error
+
+
 SLOWDOWN_RANGE = (0.1, 10.0)  # the slowdowns `slowdown` looks within: a row beyond is as far as either end
 SLOWDOWN_STEP = 1.25  # how far past its time ratio it looks at first for an open-loop row
 SLOWDOWN_WIDTH = 0.01  # in log units: the slowdown is found to within 1%
@@ -433,7 +439,7 @@ def slowdown(row: Row, profile: EngineProfile, predicted: float | None = None) -
     bracket is sure) until it is SLOWDOWN_WIDTH wide."""
     predicted = predict(row, profile) if predicted is None else predicted
     ratio = math.log(predicted / row.measured)
-    guess = -ratio if is_rate(row) else ratio  # log(measured / predicted time)
+    guess = time_ratio(row, ratio)
     if row.kind not in RATE_KINDS:
         return math.exp(guess)
     d = deployment(row, profile)
@@ -442,7 +448,7 @@ def slowdown(row: Row, profile: EngineProfile, predicted: float | None = None) -
     def slow(x: float) -> bool:  # whether the engine slowed e^x times predicts the row slower
         return predict(row, profile, d.slowed(math.exp(x))) > row.measured
 
-    below, above = (0.0, None) if ratio < 0 else (None, 0.0)  # the slowdowns known fast and slow
+    below, above = (0.0, None) if guess > 0 else (None, 0.0)  # whether 1 is known fast or slow
     x = min(max(guess, lo), hi)
     step = math.log(SLOWDOWN_STEP)
     while below is None or above is None:

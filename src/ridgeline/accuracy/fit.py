@@ -432,12 +432,6 @@ class Band:
 BAND_PERCENTILES = (6.0, 94.0)
 
 
-def time_ratio(row: Row, log_error: float) -> float:
-    """log(measured time / predicted time) from log(predicted / measured) of the row's
-    quantity: a rate's error turns over."""
-    return log_error if corpus.is_rate(row) else -log_error
-
-
 MIN_BAND_ROWS = 6  # fewer held-out rows of an engine in a regime: its band pools its kind's
 
 

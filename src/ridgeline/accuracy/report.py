@@ -43,7 +43,7 @@ class Checked:
     @property
     def time_ratio(self) -> float:
         """Measured time / held-out predicted time (a rate's ratio turned over)."""
-        return math.exp(fit.time_ratio(self.row, math.log(self.held_out / self.row.measured)))
+        return math.exp(corpus.time_ratio(self.row, math.log(self.held_out / self.row.measured)))
 
     @property
     def slowdown(self) -> float:
