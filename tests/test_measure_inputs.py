@@ -152,6 +152,18 @@ def test_compare_with_no_successful_request_is_an_error_as_fit_is(tmp_path: Path
         usage_error(run_cli("fit", str(path), "-m", "llama-3.1-8b"), "no successful requests", "fit")
 
 
+def test_records_that_name_no_model_ask_for_one(tmp_path: Path) -> None:
+    """Without --model, the model comes from the records: an empty file, or records that name
+    none, ask for --model rather than trying to resolve a model called None."""
+    empty = write_records(tmp_path / "empty.jsonl", [])
+    unnamed = write_records(tmp_path / "unnamed.jsonl", [{"prompt_tokens": 200, "error": "http 503"}])
+    for command in ("compare", "fit"):
+        err = usage_error(run_cli(command, str(empty)), "names its model", "holds no records", "--model")
+        assert "None" not in err
+        err = usage_error(run_cli(command, str(unnamed)), "names its model", "--model")
+        assert "holds no records" not in err
+
+
 # --- 6. times no token can take ------------------------------------------------------------------------
 
 

@@ -136,6 +136,12 @@ def _machine(records_path: str, model: str | None, gpu: str, **kw: Any) -> Any:
     check_times(recs, records_path)
     if model is None:
         named = next((r.get("model") for r in recs if r.get("model")), None)
+        if named is None:
+            raise RidgelineError(
+                f"no record in {records_path!r} names its model"
+                + ("" if recs else " (the file holds no records)")
+                + ": pass --model (a catalogue name, config.json or .gguf)"
+            )
         try:
             arch = get_model(str(named))
         except RidgelineError:
