@@ -3,7 +3,7 @@ predicted and measured value and the signed error, in-sample and with the row's 
 out of the fit; then the median and worst error by regime and by engine.
 
 Run: python benchmarks/accuracy.py [--rows] [--markdown] [--checks] [--beyond] [--newer]
-[--serving] [--dp-attention] [--amd] [--itl] [--json]
+[--serving] [--dp-attention] [--amd] [--small] [--itl] [--json]
 (the README's accuracy tables are its --markdown and --rows --markdown output, pasted by hand;
 --json prints every row or cell and the summaries as strict JSON, with the keys the README
 lists)
@@ -54,6 +54,15 @@ served with --tp 8 --enable-dp-attention (five: ShareGPT, and random 32K, 4K, 2K
 prompts), and TensorRT-LLM's three DeepSeek-R1 max-throughput recipes with
 enable_attention_dp (one on eight H200s, two on eight B200s), each with the fitted profile
 under --dp-attention and, beside it, at TP alone.
+
+--small predicts the vLLM tables of the Qwen2.5 speed benchmark (a corpus source, J01-J07,
+which holds its 7B and 72B cells) for the models the corpus has no row of: Qwen2.5-0.5B,
+1.5B and 3B at batch 1 on one A100, 2,048 tokens generated after 1 to 30,720 in, in BF16 and
+in GPTQ-Int8, GPTQ-Int4 and AWQ (at one token in), and the 7B's BF16 cells at the two input
+lengths the corpus skips (22 cells). A 0.5B model's weights stream in half a millisecond on
+an A100, so its 3.2 ms a token is the step's fixed costs, which the profile's other rows fix
+only beside weights 15 to 1,000 times as large. The held-out column is the fold without the
+benchmark's page.
 
 --itl simulates the P99 inter-token latency of the corpus's concurrency-4 runs on GPUStack's
 pages (F14, F15, F16, N07: SGLang, vLLM and TensorRT-LLM on Qwen3-8B, vLLM on gpt-oss-120b,
@@ -224,6 +233,7 @@ def main() -> None:
     ap.add_argument("--serving", action="store_true", help="TensorRT-LLM 0.14's serving table (open loop)")
     ap.add_argument("--dp-attention", action="store_true", help="DeepSeek-R1 runs with DP attention")
     ap.add_argument("--amd", action="store_true", help="the AMD page's releases and Oracle's batches")
+    ap.add_argument("--small", action="store_true", help="Qwen2.5 0.5B to 3B on vLLM, batch 1")
     ap.add_argument("--itl", action="store_true", help="P99 ITL of the corpus's concurrency-4 runs")
     ap.add_argument("--json", action="store_true", help="every row or cell and the summary, as strict JSON")
     args = ap.parse_args()
@@ -588,6 +598,29 @@ AMD_RELEASES = {  # docker tag: (the locale whose copy holds it, 70B's cells, 40
                                        (3816.8, 3099.6, 3026.1, 2196.4)),
 }  # fmt: skip
 AMD_TEMPLATE, ORACLE_TEMPLATE = "C09", "H07"  # the corpus rows whose mapping each cell moves
+# The Qwen2.5 speed benchmark's vLLM tables (QwenLM/Qwen2.5 docs/source/benchmark/
+# speed_benchmark.rst @010c37c3: vLLM 0.6.3, one A100 80GB, batch 1, 2,048 tokens generated,
+# "Speed(tokens/s)"), the cells of models and lengths no corpus row holds: (model, the
+# checkpoint's quantisation) -> {input tokens: tokens/s}. Each moves the mapping of the corpus
+# row of its quantisation (J01 BF16, J02 AWQ, J03 GPTQ-Int4, J04 GPTQ-Int8; the Instruct
+# checkpoints, whose embeddings and lm_head stay bf16).
+SMALL_GROUP = "Qwen2.5 speed benchmark"
+SMALL_TEMPLATES = {"BF16": "J01", "AWQ": "J02", "GPTQ-Int4": "J03", "GPTQ-Int8": "J04"}
+SMALL = {
+    ("qwen2.5-0.5b", "BF16"): {1: 311.55, 6144: 304.79, 14336: 290.28, 30720: 264.51},
+    ("qwen2.5-0.5b", "GPTQ-Int8"): {1: 257.07},
+    ("qwen2.5-0.5b", "GPTQ-Int4"): {1: 260.93},
+    ("qwen2.5-0.5b", "AWQ"): {1: 261.95},
+    ("qwen2.5-1.5b", "BF16"): {1: 183.33, 6144: 176.68, 14336: 168.69, 30720: 152.04},
+    ("qwen2.5-1.5b", "GPTQ-Int8"): {1: 201.67},
+    ("qwen2.5-1.5b", "GPTQ-Int4"): {1: 217.03},
+    ("qwen2.5-1.5b", "AWQ"): {1: 213.74},
+    ("qwen2.5-3b", "BF16"): {1: 127.61, 6144: 123.15, 14336: 117.35, 30720: 105.88},
+    ("qwen2.5-3b", "GPTQ-Int8"): {1: 150.02},
+    ("qwen2.5-3b", "GPTQ-Int4"): {1: 168.20},
+    ("qwen2.5-3b", "AWQ"): {1: 165.50},
+    ("qwen2.5-7b", "BF16"): {6144: 80.70, 14336: 77.69},
+}  # fmt: skip
 # blogs.oracle.com/cloud-infrastructure/serving-llama-31-405b-model-with-amd-mi300x-gpus: vLLM's
 # benchmark_latency.py, Llama 3.1 405B FP8 at TP 8 on BM.GPU.MI300X.8, 128 in and 128 out:
 # average latency (s) by batch (1 and 64 are corpus rows H07 and H08).
@@ -655,6 +688,55 @@ def print_amd(points: list[dict[str, Any]]) -> None:
     for name, m in (*s["releases"].items(), ("Oracle's latency by batch", s["oracle"]), ("all", s["all"])):
         print(
             f"{name:38} {m['n']:2} points: "
+            + _medians(m, "fitted")
+            + f"; median signed {m['signed_median']:+.1%}, {m['signed_held_out_median']:+.1%}"
+        )
+
+
+def small() -> list[dict[str, Any]]:
+    """The Qwen2.5 speed benchmark's vLLM cells of models and lengths the corpus does not
+    hold, each predicted by vLLM's fitted profile and by the one fitted without that page."""
+    from dataclasses import replace
+
+    by_id = {r.id: r for r in corpus.rows()}
+    fitted = builtin_engines()["vllm"]
+    fold = report.fold_profile(fitted, report.folds()["vllm"][SMALL_GROUP])
+    points = []
+    for (model, quantisation), cells in SMALL.items():
+        for i, measured in cells.items():
+            template = by_id[SMALL_TEMPLATES[quantisation]]
+            row = replace(template, id="cell", model=model, input=i, measured=measured)
+            c = _checked(row, fitted, fold)
+            points.append({"model": model, "quantization": quantisation, "weights": row.weights, "input": i,
+                           "output": row.output, "measured": measured, **_predictions(c),
+                           "inside_band": report.inside(c)})  # fmt: skip
+    return points
+
+
+def small_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median |error|, fitted and held out, and the median signed errors: in all, by model and
+    for the BF16 and the quantised checkpoints; and the share inside the held-out band."""
+    models = dict.fromkeys(p["model"] for p in points)
+    return {"all": _error_medians(points),
+            "band_coverage": sum(p["inside_band"] for p in points) / len(points),
+            "models": {m: _error_medians([p for p in points if p["model"] == m]) for m in models},
+            "bf16": _error_medians([p for p in points if p["quantization"] == "BF16"]),
+            "quantized": _error_medians([p for p in points if p["quantization"] != "BF16"])}  # fmt: skip
+
+
+def print_small(points: list[dict[str, Any]]) -> None:
+    print(f"{'model':13} {'checkpoint':10} {'input':>6} {'measured':>9} {'predicted':>9} {'error':>7} "
+          f"{'held out':>8}")  # fmt: skip
+    for p in points:
+        print(f"{p['model']:13} {p['quantization']:10} {p['input']:6} {p['measured']:9.4g} "
+              f"{p['predicted']:9.4g} {p['error']:+7.1%} {p['held_out_error']:+8.1%}")  # fmt: skip
+    s = small_summary(points)
+    print()
+    print(f"inside the band around the held-out prediction: {s['band_coverage']:.0%} of the cells")
+    kinds = (("BF16", s["bf16"]), ("quantised", s["quantized"]), ("all", s["all"]))
+    for name, m in (*s["models"].items(), *kinds):
+        print(
+            f"{name:13} {m['n']:2} cells: "
             + _medians(m, "fitted")
             + f"; median signed {m['signed_median']:+.1%}, {m['signed_held_out_median']:+.1%}"
         )
@@ -765,6 +847,7 @@ POINT_REPORTS: dict[
     "serving": (serving, serving_summary, print_serving),
     "dp_attention": (dp_attention, dp_attention_summary, print_dp_attention),
     "amd": (amd, amd_summary, print_amd),
+    "small": (small, small_summary, print_small),
     "itl": (itl, itl_summary, print_itl),
 }
 

@@ -564,6 +564,37 @@ def test_the_amd_pages_releases_and_oracles_batches_as_json() -> None:
     assert data["summary"]["band_coverage"] == sum(inside) / len(points) >= AMD_BAND_COVERAGE
 
 
+SMALL_HELD_OUT_MEDIAN = 0.30  # Qwen2.5 0.5B to 3B on vLLM 0.6.3, never fitted (measured 27.1%)
+
+
+def test_the_small_qwen_models_as_json() -> None:
+    """`--small --json`: the Qwen2.5 speed benchmark's vLLM cells that no corpus row holds,
+    its 0.5B, 1.5B and 3B models (four input lengths in BF16, and GPTQ-Int8, GPTQ-Int4 and
+    AWQ at one token in) and its 7B at the two lengths the corpus skips: 23 cells, each error
+    from its own values, strict JSON. Their step is mostly fixed costs, which the profile
+    prices from far larger models' rows: every cell reads faster than measured, the quantised
+    ones most, and the held-out median stays where it was measured."""
+    import subprocess
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
+    proc = subprocess.run([sys.executable, str(path), "--small", "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+    points, every = data["points"], data["summary"]["all"]
+    assert len(points) == every["n"] == 3 * (4 + 3) + 2
+    held = {(r.model, r.weights, r.input, r.measured) for r in corpus.rows()}
+    assert not [p for p in points if (p["model"], p["weights"], p["input"], p["measured"]) in held]
+    small = {(p["model"], p["quantization"], p["input"]): p for p in points}
+    assert small[("qwen2.5-0.5b", "BF16", 1)]["measured"] == 311.55  # 3.2 ms a token
+    for p in points:
+        assert p["error"] == pytest.approx(p["predicted"] / p["measured"] - 1)
+        assert p["held_out_error"] == pytest.approx(p["held_out"] / p["measured"] - 1)
+    assert every["held_out_median"] == statistics.median(abs(p["held_out_error"]) for p in points)
+    assert every["held_out_median"] <= SMALL_HELD_OUT_MEDIAN
+    assert data["summary"]["models"]["qwen2.5-7b"]["held_out_median"] <= 0.10  # as its corpus rows
+
+
 SERVING_ITL_MEDIAN = 0.12  # TensorRT-LLM 0.14's serving table: mean ITL (measured 10.3%)
 SERVING_ENGINE_TTFT_MEDIAN = 0.20  # mean TTFT without a server's first-token cost (measured 15.0%)
 

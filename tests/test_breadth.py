@@ -63,6 +63,28 @@ def test_qwen3_235b_counted_by_hand() -> None:
     assert kv_bytes_per_token(arch, Precision()) == 94 * 2 * 4 * 128 * 2
 
 
+def test_qwen25_small_counted_by_hand() -> None:
+    """Qwen2.5-0.5B, 1.5B and 3B (the catalogue entries, from their config.json): per layer,
+    attention with q/k/v biases (14, 12 and 16 query heads, 2 KV heads, of 896 / 14 = 64 and
+    128 wide) and two RMSNorms, a SwiGLU MLP; one 151,936-token embedding, tied to the lm_head.
+    Model cards: 0.49B, 1.54B and 3.09B; without the embedding 0.36B, 1.31B and 2.77B."""
+    for name, h, heads, head, mlp, layers, cards in (
+        ("qwen2.5-0.5b", 896, 14, 64, 4864, 24, (0.49e9, 0.36e9)),
+        ("qwen2.5-1.5b", 1536, 12, 128, 8960, 28, (1.54e9, 1.31e9)),
+        ("qwen2.5-3b", 2048, 16, 128, 11008, 36, (3.09e9, 2.77e9)),
+    ):
+        q, kv = heads * head, 2 * head
+        attention = h * q + q + 2 * (h * kv + kv) + q * h
+        per_layer = attention + 3 * h * mlp + 2 * h
+        arch = get_model(name)
+        assert arch.parameters == layers * per_layer + h + 151_936 * h
+        assert arch.parameters == pytest.approx(cards[0], rel=0.01)  # the cards round to 3 figures
+        assert layers * per_layer + h == pytest.approx(cards[1], rel=0.01)
+        assert kv_bytes_per_token(arch, Precision()) == layers * 2 * 2 * head * 2
+    assert get_model("qwen2.5-0.5b").parameters == 494_032_768  # the count its checkpoint loads with
+    assert get_model("Qwen/Qwen2.5-1.5B-Instruct").name == "qwen2.5-1.5b"
+
+
 def test_glm_moe_counted_by_hand() -> None:
     """GLM-4.5-Air and GLM-4.6 (glm4_moe, from their config.json): per layer, attention (96
     query and 8 KV heads of 128, with q/k/v biases; q/k norms on GLM-4.6) and two RMSNorms;
@@ -506,6 +528,9 @@ def test_no_two_listed_repositories_name_parts_mean_different_models() -> None:
         ("qwen2.5-32b", 32.5e9, None),
         ("mixtral-8x22b", 141e9, 39e9),
         ("deepseek-r1", 671e9, 37e9),
+        ("qwen2.5-0.5b", 0.49e9, None),
+        ("qwen2.5-1.5b", 1.54e9, None),
+        ("qwen2.5-3b", 3.09e9, None),
         ("qwen3-0.6b", 0.6e9, None),
         ("qwen3-1.7b", 1.7e9, None),
         ("qwen3-4b", 4.0e9, None),
