@@ -37,6 +37,8 @@ CASES = [
     {"engine": "vllm"},
     {"model": "gpt-oss-120b", "engine": "vllm", "batch": 128, "prompt": 200, "output": 200},
     {"model": "qwen3-30b-a3b", "engine": "sglang", "batch": 2048, "prompt": 200, "output": 200},
+    # a 0.5B model's steps are shorter than vLLM's host work a step: both wait on the host
+    {"model": "qwen2.5-0.5b", "gpu": "a100-80gb-sxm", "engine": "vllm", "prompt": 1, "output": 2048},
 ]
 
 SIDE = r"does (?P<intensity>[\d,.]+) FLOPs per byte, (?P<ratio>[\d/,.x]+)(?: of)? "
@@ -46,14 +48,16 @@ SIDE += r"(?P<bound>\w+)-bound"
 DECODE = re.compile(
     r"Decode at batch (?P<batch>[\d,]+) "
     + SIDE
-    + r"; each step reads (?P<weights>[\d,.]+) GB of weights and "
+    + r"(?P<waits>, but the step waits on the engine's host \(below\))?"
+    r"; each step reads (?P<weights>[\d,.]+) GB of weights and "
     r"(?P<kv>[\d,.]+) GB of KV cache per GPU, so TPOT is (?P<tpot>[\d,.]+) ms and decode is (?P<share>\d+)% "
     r"of the request\."
 )
 PREFILL = re.compile(
-    r"Prefill of (?P<tokens>[\d,]+) tokens "
+    r"Prefill of (?P<tokens>[\d,]+) tokens? "
     + SIDE
-    + r" on (?P<gpu>\S+), so TTFT (?P<ttft>[\d,.]+) ms answers to"
+    + r" on (?P<gpu>\S+)(?:, but the engine's host work \((?P<host>[\d,.]+) ms\) outlasts the GPU's)?"
+    r", so TTFT (?P<ttft>[\d,.]+) ms answers to (?P<answers>[^;.]+?)(?: in its|\.)"
 )
 
 
@@ -129,10 +133,19 @@ def test_each_number_in_the_explanation_is_the_results_own(kwargs: dict) -> None
     check_side(p, e, e.prefill)
     assert p["gpu"] == e.gpu.name
     assert p["ttft"] == f"{e.ttft_s * 1e3:,.1f}"
+    # a step that waits on the engine's host says so, with the host's time, and TTFT answers
+    # to that work; else to the roofline's bound
+    if e.prefill.host_bound:
+        assert e.prefill.waits_on == "host" and p["host"] == f"{e.prefill.host_s * 1e3:,.2f}"
+        assert p["answers"] == "the host's work"
+    else:
+        assert p["host"] is None
+        assert p["answers"] == ("arithmetic" if e.prefill.bound == "compute" else "memory bandwidth")
     check_rest_of_ttft(text, e)
     d = DECODE.search(text)
     assert d, e.explain[1]
     assert d["batch"] == f"{e.inputs['batch']}"
+    assert bool(d["waits"]) == e.decode.host_bound
     check_side(d, e, e.decode)
     assert d["weights"] == f"{e.decode.weight_bytes_per_gpu / 1e9:,.2f}"
     assert d["kv"] == f"{e.decode.kv_bytes_per_gpu / 1e9:,.2f}"

@@ -46,17 +46,24 @@ def explain(
     busiest_attention: float = 1.0,
 ) -> list[str]:
     gpu = m.hw.name
+    tokens = batch * prompt
+    p = t.prefill
+    if p.host_bound:  # the roofline's bound is the GPU's; the step waits on the engine's CPU
+        waits = f", but the engine's host work ({float(p.host_s) * 1e3:,.2f} ms) outlasts the GPU's"
+        answers = "the host's work"
+    else:
+        waits, answers = "", "arithmetic" if p.bound == "compute" else "memory bandwidth"
     lines = [
-        f"Prefill of {batch * prompt:,} tokens does {_side(t.prefill, m)}: "
-        f"{t.prefill.bound}-bound on {gpu}, so TTFT {t.ttft_s * 1e3:,.1f} ms answers to "
-        + ("arithmetic" if t.prefill.bound == "compute" else "memory bandwidth")
+        f"Prefill of {tokens:,} token{'s' if tokens != 1 else ''} does {_side(p, m)}: "
+        f"{p.bound}-bound on {gpu}{waits}, so TTFT {t.ttft_s * 1e3:,.1f} ms answers to {answers}"
         + _before_first_token(m, t),
     ]
     d = t.first_decode  # the figures below are the step's own, one GPU's share
     weights = float(d.weight_bytes_per_gpu)
     kv = float(d.kv_bytes_per_gpu)
+    waits = ", but the step waits on the engine's host (below)" if d.host_bound else ""
     lines.append(
-        f"Decode at batch {batch} does {_side(d, m)}: {d.bound}-bound; each step reads "
+        f"Decode at batch {batch} does {_side(d, m)}: {d.bound}-bound{waits}; each step reads "
         f"{weights / 1e9:,.2f} GB of weights and {kv / 1e9:,.2f} GB of KV cache per GPU, "
         f"so TPOT is {t.tpot_s * 1e3:,.2f} ms and decode is {t.decode_share:.0%} of the request."
     )
