@@ -158,3 +158,20 @@ def test_why_tells_a_steps_host_work_from_its_sequences(capsys: pytest.CaptureFi
     assert out["decode"]["host_s"] == pytest.approx(builtin_engines()["vllm"].host_step_s, rel=1e-12)
     why = " ".join(out["explain"])
     assert "a larger batch costs the host no more" in why and "fewer sequences" not in why
+
+
+def test_the_per_op_method_waits_on_the_host_as_the_lesson_method_does() -> None:
+    """Half a second of host work a step, overlapped, outlasts a 1B model's GPU work by either
+    method: the per-op method's pass (the operators' own rooflines summed, plus launches) is
+    that half second too, and `ops` says whose time it is."""
+    from ridgeline.ledger_view import ledger_view
+
+    d = Deployment.build("llama-3.2-1b", "h100-sxm", engine=vllm(0.5, True))
+    per_op = replace(d, method="per-op")
+    assert decode_time_s(per_op, 200, 50, 1) == pytest.approx(50 * 0.5, rel=1e-12)
+    view = ledger_view(d, 200)
+    for phase in ("prefill", "decode"):
+        assert view[phase]["host_s"] == pytest.approx(0.5, rel=1e-12)
+        assert view[phase]["per_op_time_s"] == view[phase]["lesson_time_s"] == pytest.approx(0.5, rel=1e-12)
+    plain = ledger_view(Deployment.build("llama-3.2-1b", "h100-sxm"), 200)
+    assert plain["decode"]["host_s"] == 0.0 and plain["decode"]["per_op_time_s"] < 0.5

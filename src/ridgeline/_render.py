@@ -186,9 +186,11 @@ def ops(data: dict[str, Any]) -> None:
                 f"{r['time_s'] / total:.0%}",
             )
         console.print(t)
+        gpu_s = total + view["launch_overhead_s"]
+        host = f", the host's {seconds(view['host_s'])} outlasting them" if view["host_s"] > gpu_s else ""
         console.print(
             f"{phase}: per-op method {seconds(view['per_op_time_s'])} "
-            f"(rows + {seconds(view['launch_overhead_s'])} launch) · "
+            f"(rows + {seconds(view['launch_overhead_s'])} launch{host}) · "
             f"lesson method {seconds(view['lesson_time_s'])}"
         )
 

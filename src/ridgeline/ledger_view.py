@@ -12,7 +12,8 @@ from ridgeline.step import price, uniform
 
 def ledger_view(m: Deployment, prompt: int, batch: int = 1) -> dict[str, Any]:
     """Rows for the prefill of `prompt` tokens and the first decode step at that context;
-    each phase also carries its time by the per-op and the lesson methods."""
+    each phase also carries its time by the per-op and the lesson methods, and the engine's host
+    work a step, which each method's time is at least."""
     lesson = replace(m, method="lesson")
     out: dict[str, Any] = {}
     for phase, (n, c) in (("prefill", (prompt, 0)), ("decode", (1, prompt))):
@@ -26,5 +27,6 @@ def ledger_view(m: Deployment, prompt: int, batch: int = 1) -> dict[str, Any]:
             "per_op_time_s": float(per_op.time_s),
             "lesson_time_s": float(whole.time_s),
             "launch_overhead_s": per_op.overhead_s,
+            "host_s": float(per_op.host_s),  # an engine's host work a step: the floor of both methods
         }
     return out

@@ -244,7 +244,8 @@ def comm_row(m: Deployment, tokens: int, sequences: int = 1) -> OpRow | None:
 def per_op_step(m: Deployment, p: Pass) -> StepTime:
     """Time a pass by the per-op method: the rows' own times summed, plus launches. The
     split by what each row waits on: a compute-bound row's time is compute, a memory-bound
-    row's is its weight, KV and activation reads in proportion."""
+    row's is its weight, KV and activation reads in proportion. An engine's host work, where
+    it overlaps the GPU's, is the pass's floor here as in the lesson method."""
     rows = operator_rows(m, p)
     r = pass_rates(m, p.tokens, p.sampled)
     compute = [r.compute_s >= r.weight_s + r.kv_s + r.other_s for r in rows]
@@ -263,4 +264,5 @@ def per_op_step(m: Deployment, p: Pass) -> StepTime:
         kv_bytes_per_gpu=sum(r.kv_bytes_per_gpu for r in rows),
         ops_s=compute_s + memory_s,
         attention_flops=sum(r.flops for r in rows if r.name == ATTENTION),
+        host_s=r.host_s,  # the engine's host work, as the lesson method's pass carries it
     )
