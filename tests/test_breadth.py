@@ -327,6 +327,27 @@ def test_bad_models_and_parallelism(
     assert fragment in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "model, tp, fragment",
+    [
+        # 40 query heads and 10 KV heads: 4 GPUs split the queries but not the KV heads (2.5 each)
+        ("phi-4", 4, "cannot split or replicate phi-4's 10 KV heads evenly"),
+        # 14 heads and 2 KV heads over 14 GPUs, but an MLP 4,864 wide does not split 14 ways
+        ("qwen2.5-0.5b", 14, "does not divide qwen2.5-0.5b's MLP width of 4,864: choose one of 1, 2"),
+        ("qwen2.5-1.5b", 12, "MLP width of 8,960: choose one of 1, 2, 4"),
+    ],
+)
+def test_tensor_parallelism_splits_every_sharded_dimension_evenly(model: str, tp: int, fragment: str) -> None:
+    """A tensor-parallel GPU holds 1/tp of the query heads, of the KV heads (or a copy of one
+    where tp passes them) and of the MLP's columns: a tp that leaves any of them uneven is a
+    deployment no engine builds, named in one line with the sizes that work."""
+    with pytest.raises(RidgelineError) as info:
+        estimate(model, tp=tp)
+    assert fragment in str(info.value)
+    for fits in (1, 2):
+        assert estimate(model, tp=fits).parallel.tp == fits
+
+
 def test_bad_config_on_the_command_line_is_one_line() -> None:
     proc = run_cli("estimate", "--model", str(DATA / "bad" / "unknown-arch.json"))
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1

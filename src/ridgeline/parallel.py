@@ -95,11 +95,23 @@ def make_parallel(
             f"--tp {tp} does not divide {arch.name}'s {arch.heads} attention heads: "
             f"choose a divisor of {arch.heads}"
         )
-    elif tp > arch.kv_heads and tp % arch.kv_heads and not arch.is_mla:
+    elif not _kv_even(arch, tp):
         raise RidgelineError(
-            f"--tp {tp} cannot replicate {arch.name}'s {arch.kv_heads} KV heads evenly: "
+            f"--tp {tp} cannot split or replicate {arch.name}'s {arch.kv_heads} KV heads evenly: "
             f"choose a multiple or divisor of {arch.kv_heads}"
         )
+    if not dp_attention:  # each GPU holds 1/tp of every MLP's columns (of each expert's, without EP)
+        for width, what in ((arch.mlp, "MLP"), (arch.expert_mlp if ep == 1 else 0, "experts' MLP")):
+            if width % tp:
+                fits = [
+                    n
+                    for n in range(1, arch.heads + 1)
+                    if arch.heads % n == 0 == width % n and _kv_even(arch, n)
+                ]
+                raise RidgelineError(
+                    f"--tp {tp} does not divide {arch.name}'s {what} width of {width:,}: "
+                    f"choose one of {', '.join(map(str, fits))}"
+                )
     if pp > arch.layers:
         raise RidgelineError(f"--pp {pp} exceeds {arch.name}'s {arch.layers} layers")
     if ep > 1 and not arch.is_moe:
@@ -109,6 +121,14 @@ def make_parallel(
             f"--ep {ep} must divide the {arch.experts} experts and not exceed the {tp * pp} GPUs"
         )
     return Parallel(tp, pp, ep, dp_attention, dp_attention and dp_dense)
+
+
+def _kv_even(arch: Architecture, tp: int) -> bool:
+    """Whether tp GPUs share the KV heads evenly: each holds kv_heads / tp of them, or, past
+    one a GPU, each head is copied onto tp / kv_heads GPUs (MLA's one latent goes whole to all)."""
+    if arch.is_mla:
+        return True
+    return arch.kv_heads % tp == 0 if tp <= arch.kv_heads else tp % arch.kv_heads == 0
 
 
 def kv_share_per_gpu(arch: Architecture, par: Parallel) -> float:
