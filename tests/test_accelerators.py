@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -404,3 +405,19 @@ def test_a_parts_cores_and_dies_are_whole_numbers(tmp_path) -> None:  # type: ig
         mine.write_text(base + bad + "\n")
         proc = run_cli("gpus", "--gpu-file", str(mine))
         assert proc.returncode == 2 and says in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_a_file_given_as_gpu_points_to_gpu_file(tmp_path: Path) -> None:
+    """--gpu takes a name; a TOML file in its place is told to go through --gpu-file, which
+    then makes its table's name a --gpu value."""
+    part = tmp_path / "mine.toml"
+    part.write_text(
+        "[mine]\npeak_flops = { bf16 = 100e12 }\nbandwidth_bytes_per_s = 1e12\nmemory_bytes = 24e9\n"
+        'interconnect = "pcie"\ninterconnect_bytes_per_s = 32e9\n'
+        'price_per_hour_usd = 1.0\nsource = "a test"\n'
+    )
+    proc = run_cli("estimate", "--gpu", str(part))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "--gpu-file" in proc.stderr and "unknown GPU" not in proc.stderr
+    proc = run_cli("estimate", "--gpu-file", str(part), "--gpu", "mine", "--json")
+    assert proc.returncode == 0, proc.stderr

@@ -164,6 +164,13 @@ def test_records_that_name_no_model_ask_for_one(tmp_path: Path) -> None:
         assert "holds no records" not in err
 
 
+def test_a_records_path_that_is_no_regular_file_says_so(tmp_path: Path) -> None:
+    """A device or a folder given as the records is named for what it is, not as missing."""
+    for path, said in (("/dev/null", "not a regular file"), (str(tmp_path), "is a folder")):
+        err = usage_error(run_cli("compare", path, "-m", "llama-3.1-8b"), said)
+        assert "not found" not in err
+
+
 # --- 6. times no token can take ------------------------------------------------------------------------
 
 

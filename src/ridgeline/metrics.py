@@ -141,6 +141,10 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     p = Path(path).expanduser()
     if p.is_dir():
         raise RidgelineError(f"{str(p)!r} is a folder: pass the JSONL file that measure or simulate wrote")
+    if p.exists() and not p.is_file():
+        raise RidgelineError(
+            f"{str(p)!r} is not a regular file: pass the JSONL file that measure or simulate wrote"
+        )
     if not p.is_file():
         raise RidgelineError(
             f"records file not found: {str(p)!r}; pass the JSONL that measure or simulate wrote"
