@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ridgeline import RidgelineError, estimate
@@ -186,3 +188,35 @@ def test_the_decode_timeline_is_the_sum_of_its_steps(model: str, method: str) ->
             continue
         steps = sum(float(decode_step(d, prompt + i, batch).time_s) for i in range(output))
         assert decode_time_s(d, prompt, output, batch) == pytest.approx(steps, rel=1e-10)
+
+
+def test_a_model_path_that_is_no_config_says_what_it_is(tmp_path: Path) -> None:
+    """A folder without config.json, or a device, given as --model is named for what it is,
+    not taken for a misspelt catalogue name."""
+    with pytest.raises(RidgelineError, match=r"is a folder with no config\.json"):
+        get_model(str(tmp_path))
+    with pytest.raises(RidgelineError, match="is not a regular file"):
+        get_model("/dev/null")
+    (tmp_path / "config.json").write_text(llama_8b_config_text())
+    assert get_model(str(tmp_path)).parameters == P8  # the folder's config.json, once it has one
+
+
+def llama_8b_config_text() -> str:
+    """Llama 3.1 8B's config.json: the dims Meta publishes."""
+    import json
+
+    return json.dumps(
+        {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "vocab_size": 128256,
+            "max_position_embeddings": 131072,
+            "tie_word_embeddings": False,
+            "torch_dtype": "bfloat16",
+        }
+    )

@@ -103,6 +103,13 @@ def _resolve(spec: str) -> Architecture:
         return architecture_from_config(_files.read_user_file(path), path.parent.name or path.stem, str(path))
     if path.is_dir() and (path / "config.json").is_file():
         return _resolve(str(path / "config.json"))
+    if path.is_dir() and "/" in spec:
+        raise RidgelineError(
+            f"{str(path)!r} is a folder with no config.json: pass a model's folder, "
+            "its config.json or a .gguf"
+        )
+    if path.exists() and not path.is_dir():
+        raise RidgelineError(f"{str(path)!r} is not a regular file: pass a config.json or a .gguf")
     if spec.count("/") == 1 and not path.exists():
         alias = catalogue_aliases().get(spec.lower())
         if alias is not None and _hf_cached_config(spec) is None:
