@@ -59,7 +59,7 @@ under --dp-attention and, beside it, at TP alone.
 which holds its 7B and 72B cells) for the models the corpus has no row of: Qwen2.5-0.5B,
 1.5B and 3B at batch 1 on one A100, 2,048 tokens generated after 1 to 30,720 in, in BF16 and
 in GPTQ-Int8, GPTQ-Int4 and AWQ (at one token in), and the 7B's BF16 cells at the two input
-lengths the corpus skips (22 cells). A 0.5B model's weights stream in half a millisecond on
+lengths the corpus skips (23 cells). A 0.5B model's weights stream in half a millisecond on
 an A100, so its 3.2 ms a token is the step's fixed costs, which the profile's other rows fix
 only beside weights 15 to 1,000 times as large. The held-out column is the fold without the
 benchmark's page.
