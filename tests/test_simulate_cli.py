@@ -146,6 +146,7 @@ def test_closed_loop_and_replicas() -> None:
         (("simulate", "--router", "random"), "--router"),
         (("simulate", "--max-num-batched-tokens", "10"), "--max-num-batched-tokens"),
         (("simulate", "--model", "llama-3.1-70b"), "no room for a KV cache"),
+        (("simulate", "--model", "deepseek-v3", "--tp", "2"), "in its stored mix (file) leaves no room"),
         (("plan", "--rate", "-3", "--slo-ttft-p99", "1"), "--rate"),
         (("plan", "--slo-ttft-p99", "0.01", "--seeds", "2"), "no request rate meets"),
         (("plan", "--compare", "h100-sxm:two"), "--compare"),

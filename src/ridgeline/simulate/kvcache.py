@@ -95,8 +95,9 @@ def kv_cache(
                 f"leaving no room for a KV cache on {m.par.gpus}x {m.hw.name} "
                 f"({g.usable_bytes / 1e9:.1f} GB usable per GPU): lower them"
             )
+        stored = "its stored mix (file)" if m.prec.weights == "file" else m.prec.weights
         raise RidgelineError(
-            f"{m.arch.name} in {m.prec.weights} leaves no room for a KV cache on {m.par.gpus}x {m.hw.name} "
+            f"{m.arch.name} in {stored} leaves no room for a KV cache on {m.par.gpus}x {m.hw.name} "
             f"(weights {g.weight_bytes / 1e9:.1f} GB of {g.usable_bytes / 1e9:.1f} GB usable per GPU): "
             "raise --tp or --gpu-memory-utilization, or choose narrower --weights"
         )
