@@ -3,7 +3,7 @@ predicted and measured value and the signed error, in-sample and with the row's 
 out of the fit; then the median and worst error by regime and by engine.
 
 Run: python benchmarks/accuracy.py [--rows] [--markdown] [--checks] [--beyond] [--newer]
-[--serving] [--dp-attention] [--amd] [--small] [--itl] [--json]
+[--serving] [--dp-attention] [--amd] [--small] [--itl] [--apple] [--json]
 (the README's accuracy tables are its --markdown and --rows --markdown output, pasted by hand;
 --json prints every row or cell and the summaries as strict JSON, with the keys the README
 lists)
@@ -68,6 +68,12 @@ benchmark's page.
 pages (F14, F15, F16, N07: SGLang, vLLM and TensorRT-LLM on Qwen3-8B, vLLM on gpt-oss-120b,
 one H100 each), which those pages print beside the median TTFT the corpus holds; no profile
 was fitted to a tail of ITL.
+
+--apple predicts llama.cpp's llama-bench on an M2 Ultra from two of llama.cpp's own pull
+requests (3084, September 2023: Llama 7B in F16, Q8_0 and Q4_0, pp512; 10238, November 2024:
+Llama 3.2 3B in F16 and Q4_0, pp512 and tg128; 7 cells): another lab, other models and other
+builds than the corpus's only Apple rows. The held-out column is the fold without those rows'
+source, whose Apple terms then fall back to their priors.
 """
 
 from __future__ import annotations
@@ -235,6 +241,7 @@ def main() -> None:
     ap.add_argument("--amd", action="store_true", help="the AMD page's releases and Oracle's batches")
     ap.add_argument("--small", action="store_true", help="Qwen2.5 0.5B to 3B on vLLM, batch 1")
     ap.add_argument("--itl", action="store_true", help="P99 ITL of the corpus's concurrency-4 runs")
+    ap.add_argument("--apple", action="store_true", help="llama.cpp on an M2 Ultra, from other runs")
     ap.add_argument("--json", action="store_true", help="every row or cell and the summary, as strict JSON")
     args = ap.parse_args()
     # the reports of points outside the corpus: each its points, their summary and its printout
@@ -742,6 +749,82 @@ def print_small(points: list[dict[str, Any]]) -> None:
         )
 
 
+# llama.cpp's llama-bench on Apple silicon from other runs than the corpus's (its only Apple
+# rows are the XiongjieDai source's, May 2024): Georgi Gerganov's M2 Ultra in two pull
+# requests of ggml-org/llama.cpp. PR 3084 ("Metal: PP speedup", September 2023: "LLaMA 7B
+# mostly F16/Q8_0/Q4_0", 12.55/6.67/3.56 GiB, `pp 512`, the column of the build it merged);
+# PR 10238 ("metal : refactor kernel args into structs", November 2024, "llama 3B" F16 and
+# Q4_0: Llama 3.2 3B, whose files the same author's PR 10171 of that month names, `pp512` and
+# `tg128`, its master column: a refactor, 1-7% either way). (source, model, format, test,
+# tokens/s)
+APPLE_GPU = "m2-ultra"
+APPLE_GROUP = "XiongjieDai GPU benchmarks"  # the corpus source of every Apple row
+APPLE_TEMPLATES = {("F16", "pp"): "X60", ("F16", "tg"): "X59", ("quantised", "pp"): "X58",
+                   ("quantised", "tg"): "X57"}  # fmt: skip
+APPLE_WEIGHTS = {"F16": "fp16", "Q8_0": "gguf-8.50", "Q4_0": "gguf-4.50"}  # bits a weight, scales in
+APPLE = [
+    ("llama.cpp PR 3084", "llama-2-7b", "F16", "pp512", 1265.30),
+    ("llama.cpp PR 3084", "llama-2-7b", "Q8_0", "pp512", 1142.84),
+    ("llama.cpp PR 3084", "llama-2-7b", "Q4_0", "pp512", 1164.00),
+    ("llama.cpp PR 10238", "llama-3.2-3b", "F16", "pp512", 3237.78),
+    ("llama.cpp PR 10238", "llama-3.2-3b", "F16", "tg128", 72.29),
+    ("llama.cpp PR 10238", "llama-3.2-3b", "Q4_0", "pp512", 2986.43),
+    ("llama.cpp PR 10238", "llama-3.2-3b", "Q4_0", "tg128", 155.86),
+]  # fmt: skip
+
+
+def apple() -> list[dict[str, Any]]:
+    """llama.cpp's Apple cells from other runs than the corpus's, each predicted by the fitted
+    profile and by the one fitted without the corpus's only Apple source."""
+    from dataclasses import replace
+
+    by_id = {r.id: r for r in corpus.rows()}
+    fitted = builtin_engines()["llamacpp"]
+    fold = report.fold_profile(fitted, report.folds()["llamacpp"][APPLE_GROUP])
+    points = []
+    for source, model, fmt, test, measured in APPLE:
+        kind, tokens = test[:2], int(test[2:])
+        template = by_id[APPLE_TEMPLATES["F16" if fmt == "F16" else "quantised", kind]]
+        assert template.gpu == APPLE_GPU and template.kind == kind
+        row = replace(template, id="cell", model=model, weights=APPLE_WEIGHTS[fmt],
+                      input=tokens if kind == "pp" else 0, output=tokens if kind == "tg" else 0,
+                      measured=measured)  # fmt: skip
+        c = _checked(row, fitted, fold)
+        points.append({"source": source, "gpu": APPLE_GPU, "model": model, "format": fmt, "test": test,
+                       "weights": row.weights, "measured": measured, **_predictions(c),
+                       "inside_band": report.inside(c)})  # fmt: skip
+    return points
+
+
+def apple_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median |error|, fitted and held out, and the median signed errors: in all, by source and
+    by test (prefill, decode); and the share inside the held-out band."""
+    sources = dict.fromkeys(p["source"] for p in points)
+    return {"all": _error_medians(points),
+            "band_coverage": sum(p["inside_band"] for p in points) / len(points),
+            "sources": {s: _error_medians([p for p in points if p["source"] == s]) for s in sources},
+            "prefill": _error_medians([p for p in points if p["test"].startswith("pp")]),
+            "decode": _error_medians([p for p in points if p["test"].startswith("tg")])}  # fmt: skip
+
+
+def print_apple(points: list[dict[str, Any]]) -> None:
+    print(f"{'source':19} {'model':13} {'format':6} {'test':6} {'measured':>9} {'predicted':>9} {'error':>7} "
+          f"{'held out':>8}")  # fmt: skip
+    for p in points:
+        print(f"{p['source']:19} {p['model']:13} {p['format']:6} {p['test']:6} {p['measured']:9.4g} "
+              f"{p['predicted']:9.4g} {p['error']:+7.1%} {p['held_out_error']:+8.1%}")  # fmt: skip
+    s = apple_summary(points)
+    print()
+    print(f"inside the band around the held-out prediction: {s['band_coverage']:.0%} of the cells")
+    tests = (("prefill", s["prefill"]), ("decode", s["decode"]), ("all", s["all"]))
+    for name, m in (*s["sources"].items(), *tests):
+        print(
+            f"{name:19} {m['n']:2} cells: "
+            + _medians(m, "fitted")
+            + f"; median signed {m['signed_median']:+.1%}, {m['signed_held_out_median']:+.1%}"
+        )
+
+
 def _error_medians(ps: list[dict[str, Any]]) -> dict[str, Any]:
     """Points' median |error|, fitted and held out, and their median signed errors."""
     return {"n": len(ps), "median": report.median_abs([p["error"] for p in ps]),
@@ -848,6 +931,7 @@ POINT_REPORTS: dict[
     "dp_attention": (dp_attention, dp_attention_summary, print_dp_attention),
     "amd": (amd, amd_summary, print_amd),
     "small": (small, small_summary, print_small),
+    "apple": (apple, apple_summary, print_apple),
     "itl": (itl, itl_summary, print_itl),
 }
 

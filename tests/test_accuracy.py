@@ -595,6 +595,39 @@ def test_the_small_qwen_models_as_json() -> None:
     assert data["summary"]["models"]["qwen2.5-7b"]["held_out_median"] <= 0.10  # as its corpus rows
 
 
+APPLE_MEDIAN = 0.10  # llama.cpp on an M2 Ultra from two llama.cpp pull requests (measured 5.7%)
+APPLE_HELD_OUT_MEDIAN = 0.25  # the same without the corpus's only Apple source (measured 17.7%)
+
+
+def test_llamacpp_on_apple_from_other_runs_as_json() -> None:
+    """`--apple --json`: seven llama-bench cells that Georgi Gerganov's M2 Ultra printed in two
+    llama.cpp pull requests, a year apart and apart from the corpus's Apple rows (another lab,
+    another model, other builds). The profile prices them from the corpus's Macs, and the
+    fold without those rows from NVIDIA parts and the priors alone; strict JSON, each error
+    from its own values."""
+    import subprocess
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
+    proc = subprocess.run([sys.executable, str(path), "--apple", "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+    points, every = data["points"], data["summary"]["all"]
+    assert len(points) == every["n"] == 7
+    cells = {(p["source"], p["model"], p["format"], p["test"]): p for p in points}
+    assert cells["llama.cpp PR 10238", "llama-3.2-3b", "Q4_0", "tg128"]["measured"] == 155.86
+    assert cells["llama.cpp PR 3084", "llama-2-7b", "F16", "pp512"]["measured"] == 1265.30
+    assert {p["gpu"] for p in points} == {"m2-ultra"}
+    held = {(r.model, r.gpu, r.measured) for r in corpus.rows()}
+    assert not [p for p in points if (p["model"], p["gpu"], p["measured"]) in held]
+    for p in points:
+        assert p["error"] == pytest.approx(p["predicted"] / p["measured"] - 1)
+        assert p["held_out_error"] == pytest.approx(p["held_out"] / p["measured"] - 1)
+    assert every["median"] == statistics.median(abs(p["error"]) for p in points)
+    assert every["median"] <= APPLE_MEDIAN
+    assert every["held_out_median"] <= APPLE_HELD_OUT_MEDIAN
+
+
 SERVING_ITL_MEDIAN = 0.12  # TensorRT-LLM 0.14's serving table: mean ITL (measured 10.3%)
 SERVING_ENGINE_TTFT_MEDIAN = 0.20  # mean TTFT without a server's first-token cost (measured 15.0%)
 
@@ -622,7 +655,7 @@ def test_the_serving_tables_points_as_json() -> None:
     assert every["engine_median"] <= SERVING_ENGINE_TTFT_MEDIAN
 
 
-ITL_P99_MEDIAN = 0.60  # the P99 ITL of the corpus's concurrency-4 runs, never fitted (measured 55.0%)
+ITL_P99_MEDIAN = 0.60  # the P99 ITL of the corpus's concurrency-4 runs, never fitted (measured 58.6%)
 
 
 def test_the_p99_itl_of_the_concurrency_4_runs_as_json() -> None:
