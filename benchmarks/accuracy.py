@@ -690,14 +690,8 @@ def print_amd(points: list[dict[str, Any]]) -> None:
         print(f"{p['release']:38} {p['model']:14} {lengths:>9} {p['batch']:5} {p['measured']:9.4g} "
               f"{p['predicted']:9.4g} {p['error']:+7.1%} {p['held_out_error']:+8.1%}")  # fmt: skip
     s = amd_summary(points)
-    print()
-    print(f"inside the band around the held-out prediction: {s['band_coverage']:.0%} of the points")
-    for name, m in (*s["releases"].items(), ("Oracle's latency by batch", s["oracle"]), ("all", s["all"])):
-        print(
-            f"{name:38} {m['n']:2} points: "
-            + _medians(m, "fitted")
-            + f"; median signed {m['signed_median']:+.1%}, {m['signed_held_out_median']:+.1%}"
-        )
+    groups = (*s["releases"].items(), ("Oracle's latency by batch", s["oracle"]), ("all", s["all"]))
+    _print_groups(s["band_coverage"], groups, 38, "points")
 
 
 def small() -> list[dict[str, Any]]:
@@ -738,15 +732,8 @@ def print_small(points: list[dict[str, Any]]) -> None:
         print(f"{p['model']:13} {p['quantization']:10} {p['input']:6} {p['measured']:9.4g} "
               f"{p['predicted']:9.4g} {p['error']:+7.1%} {p['held_out_error']:+8.1%}")  # fmt: skip
     s = small_summary(points)
-    print()
-    print(f"inside the band around the held-out prediction: {s['band_coverage']:.0%} of the cells")
     kinds = (("BF16", s["bf16"]), ("quantised", s["quantized"]), ("all", s["all"]))
-    for name, m in (*s["models"].items(), *kinds):
-        print(
-            f"{name:13} {m['n']:2} cells: "
-            + _medians(m, "fitted")
-            + f"; median signed {m['signed_median']:+.1%}, {m['signed_held_out_median']:+.1%}"
-        )
+    _print_groups(s["band_coverage"], (*s["models"].items(), *kinds), 13, "cells")
 
 
 # llama.cpp's llama-bench on Apple silicon from other runs than the corpus's (its only Apple
@@ -814,12 +801,18 @@ def print_apple(points: list[dict[str, Any]]) -> None:
         print(f"{p['source']:19} {p['model']:13} {p['format']:6} {p['test']:6} {p['measured']:9.4g} "
               f"{p['predicted']:9.4g} {p['error']:+7.1%} {p['held_out_error']:+8.1%}")  # fmt: skip
     s = apple_summary(points)
-    print()
-    print(f"inside the band around the held-out prediction: {s['band_coverage']:.0%} of the cells")
     tests = (("prefill", s["prefill"]), ("decode", s["decode"]), ("all", s["all"]))
-    for name, m in (*s["sources"].items(), *tests):
+    _print_groups(s["band_coverage"], (*s["sources"].items(), *tests), 19, "cells")
+
+
+def _print_groups(coverage: float, groups: Any, width: int, what: str) -> None:
+    """A point report's footer: the share inside the held-out band, then each group's
+    medians, fitted and held out, and its median signed errors."""
+    print()
+    print(f"inside the band around the held-out prediction: {coverage:.0%} of the {what}")
+    for name, m in groups:
         print(
-            f"{name:19} {m['n']:2} cells: "
+            f"{name:{width}} {m['n']:2} {what}: "
             + _medians(m, "fitted")
             + f"; median signed {m['signed_median']:+.1%}, {m['signed_held_out_median']:+.1%}"
         )
