@@ -421,3 +421,5 @@ def test_a_file_given_as_gpu_points_to_gpu_file(tmp_path: Path) -> None:
     assert "--gpu-file" in proc.stderr and "unknown GPU" not in proc.stderr
     proc = run_cli("estimate", "--gpu-file", str(part), "--gpu", "mine", "--json")
     assert proc.returncode == 0, proc.stderr
+    proc = run_cli("estimate", "--gpu", str(tmp_path / "mine.json"))  # the other format --gpu-file reads
+    assert proc.returncode == 2 and "--gpu-file" in proc.stderr and "unknown GPU" not in proc.stderr

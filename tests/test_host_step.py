@@ -173,5 +173,7 @@ def test_the_per_op_method_waits_on_the_host_as_the_lesson_method_does() -> None
     for phase in ("prefill", "decode"):
         assert view[phase]["host_s"] == pytest.approx(0.5, rel=1e-12)
         assert view[phase]["per_op_time_s"] == view[phase]["lesson_time_s"] == pytest.approx(0.5, rel=1e-12)
+        assert view[phase]["host_bound"]
     plain = ledger_view(Deployment.build("llama-3.2-1b", "h100-sxm"), 200)
     assert plain["decode"]["host_s"] == 0.0 and plain["decode"]["per_op_time_s"] < 0.5
+    assert not plain["decode"]["host_bound"]

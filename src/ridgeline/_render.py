@@ -186,9 +186,7 @@ def ops(data: dict[str, Any]) -> None:
                 f"{r['time_s'] / total:.0%}",
             )
         console.print(t)
-        # the pass's time is the host's where the host outlasts the GPU (the core's max of the two)
-        host_bound = 0 < view["host_s"] >= view["per_op_time_s"]
-        host = f", the host's {seconds(view['host_s'])} outlasting them" if host_bound else ""
+        host = f", the host's {seconds(view['host_s'])} outlasting them" if view["host_bound"] else ""
         console.print(
             f"{phase}: per-op method {seconds(view['per_op_time_s'])} "
             f"(rows + {seconds(view['launch_overhead_s'])} launch{host}) · "

@@ -264,7 +264,7 @@ def catalogue_key(name: str, gpus: dict[str, Accelerator]) -> str:
     names when no part answers to it."""
     key = resolve_name(name, gpus)
     if key is None:
-        if str(name).lower().endswith(".toml"):
+        if str(name).lower().endswith((".toml", ".json")):  # what --gpu-file reads
             raise RidgelineError(
                 f"--gpu takes a name, not a file ({name!r}): load the file with --gpu-file "
                 "and pass the name of a table in it"

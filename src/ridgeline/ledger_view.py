@@ -28,5 +28,6 @@ def ledger_view(m: Deployment, prompt: int, batch: int = 1) -> dict[str, Any]:
             "lesson_time_s": float(whole.time_s),
             "launch_overhead_s": per_op.overhead_s,
             "host_s": float(per_op.host_s),  # an engine's host work a step: the floor of both methods
+            "host_bound": bool(per_op.host_bound),  # whether it, not the GPU, sets the per-op time
         }
     return out
