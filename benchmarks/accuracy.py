@@ -675,20 +675,21 @@ def amd_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
     """Median |error|, fitted and held out, and the median signed errors: in all, by release
     and for Oracle's batches; and the share of points whose held-out prediction's band holds
     them, as the corpus's coverage counts."""
-    releases = dict.fromkeys(p["release"] for p in points if p["source"] != "Oracle MI300X blog")
-    return {"all": _error_medians(points),
-            "band_coverage": sum(p["inside_band"] for p in points) / len(points),
-            "releases": {r: _error_medians([p for p in points if p["release"] == r]) for r in releases},
-            "oracle": _error_medians([p for p in points if p["source"] == "Oracle MI300X blog"])}  # fmt: skip
+    oracle = [p for p in points if p["source"] == "Oracle MI300X blog"]
+    page = [p for p in points if p["source"] != "Oracle MI300X blog"]
+    return _point_summary(points, releases=_by(page, "release"), oracle=_error_medians(oracle))
 
 
 def print_amd(points: list[dict[str, Any]]) -> None:
-    print(f"{'release':38} {'model':14} {'in/out':>9} {'batch':>5} {'measured':>9} {'predicted':>9} "
-          f"{'error':>7} {'held out':>8}")  # fmt: skip
-    for p in points:
-        lengths = f"{p['input']}/{p['output']}"
-        print(f"{p['release']:38} {p['model']:14} {lengths:>9} {p['batch']:5} {p['measured']:9.4g} "
-              f"{p['predicted']:9.4g} {p['error']:+7.1%} {p['held_out_error']:+8.1%}")  # fmt: skip
+    _print_points(
+        points,
+        [
+            ("release", 38, "release"),
+            ("model", 14, "model"),
+            (">in/out", 9, lambda p: f"{p['input']}/{p['output']}"),
+            (">batch", 5, "batch"),
+        ],
+    )
     s = amd_summary(points)
     groups = (*s["releases"].items(), ("Oracle's latency by batch", s["oracle"]), ("all", s["all"]))
     _print_groups(s["band_coverage"], groups, 38, "points")
@@ -717,20 +718,18 @@ def small() -> list[dict[str, Any]]:
 def small_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
     """Median |error|, fitted and held out, and the median signed errors: in all, by model and
     for the BF16 and the quantised checkpoints; and the share inside the held-out band."""
-    models = dict.fromkeys(p["model"] for p in points)
-    return {"all": _error_medians(points),
-            "band_coverage": sum(p["inside_band"] for p in points) / len(points),
-            "models": {m: _error_medians([p for p in points if p["model"] == m]) for m in models},
-            "bf16": _error_medians([p for p in points if p["quantization"] == "BF16"]),
-            "quantized": _error_medians([p for p in points if p["quantization"] != "BF16"])}  # fmt: skip
+    return _point_summary(
+        points,
+        models=_by(points, "model"),
+        bf16=_error_medians([p for p in points if p["quantization"] == "BF16"]),
+        quantized=_error_medians([p for p in points if p["quantization"] != "BF16"]),
+    )
 
 
 def print_small(points: list[dict[str, Any]]) -> None:
-    print(f"{'model':13} {'checkpoint':10} {'input':>6} {'measured':>9} {'predicted':>9} {'error':>7} "
-          f"{'held out':>8}")  # fmt: skip
-    for p in points:
-        print(f"{p['model']:13} {p['quantization']:10} {p['input']:6} {p['measured']:9.4g} "
-              f"{p['predicted']:9.4g} {p['error']:+7.1%} {p['held_out_error']:+8.1%}")  # fmt: skip
+    _print_points(
+        points, [("model", 13, "model"), ("checkpoint", 10, "quantization"), (">input", 6, "input")]
+    )
     s = small_summary(points)
     kinds = (("BF16", s["bf16"]), ("quantised", s["quantized"]), ("all", s["all"]))
     _print_groups(s["band_coverage"], (*s["models"].items(), *kinds), 13, "cells")
@@ -786,23 +785,54 @@ def apple() -> list[dict[str, Any]]:
 def apple_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
     """Median |error|, fitted and held out, and the median signed errors: in all, by source and
     by test (prefill, decode); and the share inside the held-out band."""
-    sources = dict.fromkeys(p["source"] for p in points)
-    return {"all": _error_medians(points),
-            "band_coverage": sum(p["inside_band"] for p in points) / len(points),
-            "sources": {s: _error_medians([p for p in points if p["source"] == s]) for s in sources},
-            "prefill": _error_medians([p for p in points if p["test"].startswith("pp")]),
-            "decode": _error_medians([p for p in points if p["test"].startswith("tg")])}  # fmt: skip
+    return _point_summary(
+        points,
+        sources=_by(points, "source"),
+        prefill=_error_medians([p for p in points if p["test"].startswith("pp")]),
+        decode=_error_medians([p for p in points if p["test"].startswith("tg")]),
+    )
 
 
 def print_apple(points: list[dict[str, Any]]) -> None:
-    print(f"{'source':19} {'model':13} {'format':6} {'test':6} {'measured':>9} {'predicted':>9} {'error':>7} "
-          f"{'held out':>8}")  # fmt: skip
-    for p in points:
-        print(f"{p['source']:19} {p['model']:13} {p['format']:6} {p['test']:6} {p['measured']:9.4g} "
-              f"{p['predicted']:9.4g} {p['error']:+7.1%} {p['held_out_error']:+8.1%}")  # fmt: skip
+    _print_points(
+        points,
+        [("source", 19, "source"), ("model", 13, "model"), ("format", 6, "format"), ("test", 6, "test")],
+    )
     s = apple_summary(points)
     tests = (("prefill", s["prefill"]), ("decode", s["decode"]), ("all", s["all"]))
     _print_groups(s["band_coverage"], (*s["sources"].items(), *tests), 19, "cells")
+
+
+def _by(points: list[dict[str, Any]], field: str) -> dict[Any, dict[str, Any]]:
+    """The points' medians (`_error_medians`) for each value of `field`, in their order."""
+    values = dict.fromkeys(p[field] for p in points)
+    return {v: _error_medians([p for p in points if p[field] == v]) for v in values}
+
+
+def _point_summary(points: list[dict[str, Any]], **groups: Any) -> dict[str, Any]:
+    """A point report's summary: the medians of all its points, the share of them inside the
+    band around the held-out prediction, and the report's own groups."""
+    return {"all": _error_medians(points),
+            "band_coverage": sum(p["inside_band"] for p in points) / len(points), **groups}  # fmt: skip
+
+
+Column = tuple[str, int, str | Callable[[dict[str, Any]], Any]]  # header (">": right), width, key
+
+
+def _print_points(points: list[dict[str, Any]], columns: list[Column]) -> None:
+    """A point report's table: its own leading columns, then measured, predicted and the
+    signed errors, fitted and held out."""
+
+    def cell(text: Any, header: str, width: int) -> str:
+        return f"{text:>{width}}" if header.startswith(">") else f"{text:{width}}"
+
+    lead = " ".join(cell(h.lstrip(">"), h, w) for h, w, _ in columns)
+    print(f"{lead} {'measured':>9} {'predicted':>9} {'error':>7} {'held out':>8}")
+    for p in points:
+        values = (key(p) if callable(key) else p[key] for _, _, key in columns)
+        lead = " ".join(cell(v, h, w) for v, (h, w, _) in zip(values, columns, strict=True))
+        errors = f"{p['error']:+7.1%} {p['held_out_error']:+8.1%}"
+        print(f"{lead} {p['measured']:9.4g} {p['predicted']:9.4g} {errors}")
 
 
 def _print_groups(coverage: float, groups: Any, width: int, what: str) -> None:
