@@ -139,16 +139,10 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     from ridgeline.errors import RidgelineError
 
     p = Path(path).expanduser()
-    if p.is_dir():
-        raise RidgelineError(f"{str(p)!r} is a folder: pass the JSONL file that measure or simulate wrote")
-    if p.exists() and not p.is_file():
-        raise RidgelineError(
-            f"{str(p)!r} is not a regular file: pass the JSONL file that measure or simulate wrote"
-        )
     if not p.is_file():
-        raise RidgelineError(
-            f"records file not found: {str(p)!r}; pass the JSONL that measure or simulate wrote"
-        )
+        what = "is a folder" if p.is_dir() else "is not a regular file" if p.exists() else None
+        said = f"{str(p)!r} {what}" if what else f"records file not found: {str(p)!r}"
+        raise RidgelineError(f"{said}; pass the JSONL file that measure or simulate wrote")
     out = []
     try:
         with p.open("rb") as handle:
