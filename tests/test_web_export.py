@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -270,24 +269,6 @@ def static_url(offline_site: Path) -> Iterator[str]:
         server.wait(timeout=10)
 
 
-# One slider move in the page: from its input event to the paint after the redraw.
-MOVE = """async ([id, index]) => {
-  const range = document.getElementById(id);
-  const before = Number(document.body.dataset.renders);
-  const t0 = performance.now();
-  range.value = String(index);
-  range.dispatchEvent(new Event("input", { bubbles: true }));
-  await new Promise((resolve) => {
-    const seen = new MutationObserver(() => {
-      if (Number(document.body.dataset.renders) > before) { seen.disconnect(); resolve(); }
-    });
-    seen.observe(document.body, { attributes: true, attributeFilter: ["data-renders"] });
-  });
-  await new Promise((resolve) => requestAnimationFrame(() => resolve()));
-  return performance.now() - t0;
-}"""
-
-
 @needs_pyodide
 def test_the_static_site_teaches_with_no_server(browser: Browser, static_url: str) -> None:
     """The stage shows 55.9 ms and 6.1 ms, the A100 pill moves the ridge to 153, and a
@@ -300,10 +281,8 @@ def test_the_static_site_teaches_with_no_server(browser: Browser, static_url: st
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("request", lambda request: asked.append(request.url))
 
-    t0 = time.perf_counter()
     page.goto(static_url + "#step-1")
     expect(page.locator("body[data-renders]")).to_be_attached(timeout=LOAD_TIMEOUT_MS)
-    first_load_s = time.perf_counter() - t0
     expect(page.locator("body")).to_have_attribute("data-backend", "pyodide")
     expect(page.locator("#ttft")).to_have_text("55.9 ms")
     expect(page.locator("#tpot")).to_have_text("6.1 ms")
@@ -337,23 +316,19 @@ def test_the_static_site_teaches_with_no_server(browser: Browser, static_url: st
     expect(page.locator("#tpot")).to_have_text(f"{vllm.tpot_s * 1e3:.3g} ms")
     page.locator("#engine").select_option("none")
     expect(page.locator("#tpot")).to_have_text("6.1 ms")
-    page.wait_for_timeout(300)
-    redraws_ms = [page.evaluate(MOVE, ["prompt-range", i]) for i in range(20, 40)]
-    python_start_ms = page.locator("body").get_attribute("data-python-ms")
+    # a slider move redraws from the page's Python: the prompt's ladder climbs 1, 2, 3, 4, 5,
+    # 6, 8, then ten rungs a decade (10, 12, 16, 20, ...), so rung 27 is 1,000
+    page.locator("#prompt-range").evaluate(
+        "(r) => { r.value = '27'; r.dispatchEvent(new Event('input', { bubbles: true })); }"
+    )
+    expect(page.locator("#prompt")).to_have_value("1000")
+    expect(page.locator("#ttft")).to_have_text(f"{ridgeline.estimate(prompt=1000).ttft_s * 1e3:.3g} ms")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "test_static_site.png"))
     context.close()
 
     assert not [u for u in asked if "/api/" in u]  # nothing asked a server
     assert errors == []
-    timings = {
-        "first_load_ms": round(first_load_s * 1e3),
-        "python_start_ms": int(python_start_ms or 0),
-        "redraw_median_ms": round(sorted(redraws_ms)[len(redraws_ms) // 2], 1),
-        "redraw_max_ms": round(max(redraws_ms), 1),
-    }
-    (ARTIFACTS / "static_site_timings.json").write_text(json.dumps(timings, indent=2) + "\n")
-    print(f"static site: {timings}")  # reported, not asserted: benchmarks/ measures speed
 
 
 @needs_pyodide
