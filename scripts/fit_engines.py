@@ -42,12 +42,13 @@ HEADER = """# Engine profiles: how close to the roofline each serving engine run
 # the terms). Fitted by scripts/fit_engines.py to the published measurements in
 # data/corpus/ (a bounded least squares on log(predicted / measured) with a prior on every
 # parameter); `provenance` says, for every number, whether rows of the corpus moved it
-# (and which) or it is the physical prior. `uncertainty` is, per regime, the p6 and p94
-# of the held-out rows' slowdowns: how many times as slow the engine must be to predict
-# each row (measured / predicted time; for an open-loop run, whose queue magnifies the
-# engine's speed, the slowdown that predicts its measured median), over the corpus's rows,
-# each predicted by the fit that left its source out, and those of the sources kept as
-# checks, which no fit saw.
+# (and which) or it is the physical prior. `uncertainty` is, per regime (a TTFT's:
+# `prefill`, or `first_token` where the server's share of it is a tenth or more), the p6
+# and p94 of the held-out rows' slowdowns: how many times as slow the engine must be to
+# predict each row (measured / predicted time; for an open-loop run, whose queue magnifies
+# the engine's speed, the slowdown that predicts its measured median), over the corpus's
+# rows, each predicted by the fit that left its source out, and those of the sources kept
+# as checks, which no fit saw.
 # Regenerate with: python scripts/fit_engines.py --write
 
 """
@@ -186,17 +187,20 @@ def main() -> None:
     rows = {r.id: r for r in (*corpus.rows(), *corpus.check_rows())}
     fitted = {name: _fitted(name, res) for name, res in results.items()}
     # every held-out row's slowdown (report.Checked.slowdown): the corpus's, predicted by the
-    # fit that left its source out, and the check sources', which no fit saw
-    ratios = {
-        i: _log_slowdown(rows[i], e, fitted[name], res["folds"].get(rows[i].group, {}))
+    # fit that left its source out, and the check sources', which no fit saw; and which band
+    # each joins (corpus.band_regime: a TTFT mostly not its prompt's pass, the first-token band)
+    held = {
+        i: _held(rows[i], e, fitted[name], res["folds"].get(rows[i].group, {}))
         for name, res in results.items()
         for i, e in res["held_out"].items()
     }
-    ratios |= report.log_slowdowns(report.check(corpus.check_rows(), fitted))
+    checks = report.check(corpus.check_rows(), fitted)
+    ratios = {i: h[0] for i, h in held.items()} | report.log_slowdowns(checks)
+    regimes = {i: h[1] for i, h in held.items()} | report.band_regimes(checks)
     lines = [HEADER]
     for name in names:
         prior, res = corpus.priors()[name], results[name]
-        bands = fit.bands(ratios, rows, name)
+        bands = fit.bands(ratios, rows, name, regimes)
         band = {g: (b.low, b.high) for g, b in bands.items()}
         prov = {**provenance(res, prior), **fixed(prior), **unfitted_gemm(res, prior)}
         for g, b in bands.items():
@@ -220,11 +224,15 @@ def main() -> None:
         print(f"wrote {ENGINES_TOML.relative_to(ROOT)} and {CV_JSON.relative_to(ROOT)}")
 
 
-def _log_slowdown(row: corpus.Row, log_error: float, profile: EngineProfile, fold: dict[str, float]) -> float:
+def _held(
+    row: corpus.Row, log_error: float, profile: EngineProfile, fold: dict[str, float]
+) -> tuple[float, str]:
     """log of the slowdown of the fold's engine that predicts the row (corpus.slowdown), from
-    the fold's held-out log error."""
+    the fold's held-out log error, and the band it joins (corpus.band_regime)."""
     held = report.fold_profile(profile, fold)
-    return math.log(corpus.slowdown(row, held, row.measured * math.exp(log_error)))
+    predicted = row.measured * math.exp(log_error)
+    share = corpus.first_token_share(row, held, predicted)
+    return math.log(corpus.slowdown(row, held, predicted)), corpus.band_regime(row, share)
 
 
 def _cached(names: list[str]) -> dict[str, Any]:

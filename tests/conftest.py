@@ -28,13 +28,26 @@ def price_s(m: Any, seqs: list[tuple[int, int]], sampled: int) -> float:
 def shipped_bands(engine: str) -> dict[str, tuple[float, float]]:
     """An engine's bands by regime, read from the shipped engines.toml itself (not through
     the profile code): measured / predicted time, [low, high]."""
+    return {k: (float(lo), float(hi)) for k, (lo, hi) in shipped_engines()[engine]["uncertainty"].items()}
+
+
+def shipped_engines() -> dict[str, Any]:
+    """The shipped engines.toml, read as TOML (not through the profile code)."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
 
-    table = tomllib.loads((ROOT / "src" / "ridgeline" / "data" / "engines.toml").read_text(encoding="utf-8"))
-    return {k: (float(lo), float(hi)) for k, (lo, hi) in table[engine]["uncertainty"].items()}
+    return tomllib.loads((ROOT / "src" / "ridgeline" / "data" / "engines.toml").read_text(encoding="utf-8"))
+
+
+def shipped_ttft_band(engine: str, ttft_s: float, first_token_s: float) -> tuple[float, float]:
+    """The README's rule for a TTFT's band, from the shipped bands: the prefill band's and
+    the first-token band's ends, weighted by the server's share of the TTFT over a fifth."""
+    bands = shipped_bands(engine)
+    (p_lo, p_hi), (f_lo, f_hi) = bands["prefill"], bands["first_token"]
+    w = min(1.0, first_token_s / ttft_s / 0.2)
+    return ((1 - w) * p_lo + w * f_lo, (1 - w) * p_hi + w * f_hi)
 
 
 def ctrl_c_delivered() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from conftest import shipped_bands, shipped_engines, shipped_ttft_band
 from ridgeline import ledger
 from ridgeline.accuracy import corpus, fit, report
 from ridgeline.engines import builtin_engines
@@ -190,8 +191,9 @@ def test_the_bands_are_made_of_every_held_out_row(
     from llama.cpp's)."""
     rows = {c.row.id: c.row for c in (*checked, *checks)}
     ratios = report.log_slowdowns([*checked, *checks])
+    regimes = report.band_regimes([*checked, *checks])
     for name, p in builtin_engines().items():
-        made = fit.bands(ratios, rows, name)
+        made = fit.bands(ratios, rows, name, regimes)
         assert set(made) == set(p.uncertainty)
         for regime, b in made.items():
             assert p.uncertainty[regime] == pytest.approx((b.low, b.high), rel=0.03)  # cv.json: 4 figures
@@ -275,12 +277,55 @@ def test_bands_rebuilt_without_any_one_source_hold_four_in_five_of_its_rows(
 
 def test_the_bands_bracket_one_and_widen_where_the_model_knows_less() -> None:
     for p in builtin_engines().values():
-        assert set(p.uncertainty) == {"prefill", "decode", "load"}
+        assert set(p.uncertainty) == {"prefill", "first_token", "decode", "load"}
         for low, high in p.uncertainty.values():
             assert low < 1.0 < high
+        width = {g: math.log(h / lo) for g, (lo, h) in p.uncertainty.items()}
+        assert width["first_token"] > width["prefill"]  # the server's work errs more than the pass
     vllm = builtin_engines()["vllm"].uncertainty
     width = {g: math.log(h / lo) for g, (lo, h) in vllm.items()}
     assert width["load"] > width["decode"]  # a simulated run under load adds the scheduler's error
+
+
+def test_a_ttft_row_joins_the_band_of_the_part_that_weighs_in_it(
+    checked: list[report.Checked], checks: list[report.Checked]
+) -> None:
+    """A TTFT run in process (trtllm-bench, llama-bench's prompt processing) is the prompt's
+    pass alone and joins the prefill band; a TTFT over HTTP whose server's first-token cost
+    is a tenth or more of its prediction joins the first-token band: TensorRT-LLM's
+    trtllm-serve at concurrency 4 on a 233-token prompt (F16), and vLLM's (F15)."""
+    by_id = {c.row.id: c for c in (*checked, *checks)}
+    for c in by_id.values():
+        if c.row.regime == "prefill" and not c.row.http:
+            assert c.first_token_share == 0.0 and c.band_regime == "prefill"
+        if c.row.regime != "prefill":
+            assert c.band_regime == c.row.regime
+    for i in ("F15", "F16"):
+        assert by_id[i].first_token_share >= 0.1 and by_id[i].band_regime == "first_token"
+
+
+def test_a_ttft_band_moves_from_the_pass_to_the_server_with_the_servers_share(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A 100,000-token prompt's TTFT is its pass: its band is the prefill band. Run in
+    process it has no server's cost and takes that band exactly; a short prompt served
+    over HTTP, whose first-token cost is a fifth or more of its TTFT, the first-token band.
+    Read from the shipped engines.toml, by the README's rule."""
+    from ridgeline.cli import main
+
+    first_token_s = shipped_engines()["vllm"]["overhead"]["first_token_s"]
+    for prompt, how in ((100_000, ()), (100_000, ("--in-process",)), (64, ())):
+        assert main(["estimate", "--engine", "vllm", "-p", str(prompt), *how, "--json"]) == 0
+        e = json.loads(capsys.readouterr().out)
+        server_s = 0.0 if how else first_token_s
+        lo, hi = shipped_ttft_band("vllm", e["ttft_s"], server_s)
+        assert e["uncertainty"]["ttft_s"] == pytest.approx([e["ttft_s"] * lo, e["ttft_s"] * hi], rel=1e-9)
+        if how:
+            assert (lo, hi) == shipped_bands("vllm")["prefill"]
+        elif prompt < 100:
+            assert (lo, hi) == pytest.approx(shipped_bands("vllm")["first_token"], rel=1e-12)
+        else:
+            assert (lo, hi) == pytest.approx(shipped_bands("vllm")["prefill"], rel=0.01)
 
 
 def test_the_estimate_carries_its_band(capsys: pytest.CaptureFixture[str]) -> None:

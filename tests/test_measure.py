@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, shipped_bands
+from conftest import run_cli, shipped_bands, shipped_engines, shipped_ttft_band
 from ridgeline import metrics
 from ridgeline.calibration import Calibration, load_calibration
 from ridgeline.deployment import Deployment
@@ -204,20 +204,22 @@ def test_compare_table_and_plots(tmp_path: Path) -> None:
 
 
 def test_compare_says_how_many_medians_the_engines_band_holds(tmp_path: Path) -> None:
-    """With --engine, each load point's prediction carries the profile's band (prefill's on
-    TTFT at concurrency 1, decode's on TPOT): medians made just inside and just outside its
-    ends, read from the shipped engines.toml, are counted as such."""
-    shipped = shipped_bands("vllm")
-    (p_lo, p_hi), (d_lo, d_hi) = shipped["prefill"], shipped["decode"]
+    """With --engine, each load point's prediction carries the profile's band (on TTFT at
+    concurrency 1, the prefill and first-token bands weighted by the server's share of
+    it; on TPOT the decode band): medians made just inside and just outside its ends, read
+    from the shipped engines.toml, are counted as such."""
+    (d_lo, d_hi) = shipped_bands("vllm")["decode"]
+    first_token_s = shipped_engines()["vllm"]["overhead"]["first_token_s"]
     m = Deployment.build(engine="vllm")
-    points = [  # (prompt, concurrency, TTFT / predicted, TPOT / predicted)
-        (500, 1, p_hi * 1.02, d_lo * 1.02),  # TTFT out, TPOT in
-        (1000, 1, p_lo * 1.02, d_hi * 1.02),  # TTFT in, TPOT out
-        (1000, 4, 5.0, d_hi * 0.98),  # TTFT queued (no band), TPOT in
+    points = [  # (prompt, concurrency, TTFT's band end and factor, TPOT / predicted)
+        (500, 1, (1, 1.02), d_lo * 1.02),  # TTFT out, TPOT in
+        (1000, 1, (0, 1.02), d_hi * 1.02),  # TTFT in, TPOT out
+        (1000, 4, None, d_hi * 0.98),  # TTFT queued (no band), TPOT in
     ]
     records = []
-    for prompt, c, ttft_ratio, tpot_ratio in points:
+    for prompt, c, end, tpot_ratio in points:
         ttft, tpot = predict(m, Group(prompt, c, 1, 33, 0.0, 0.0, 0.0))
+        ttft_ratio = 5.0 if end is None else shipped_ttft_band("vllm", ttft, first_token_s)[end[0]] * end[1]
         records += [_record(prompt, 33, ttft * ttft_ratio, tpot * tpot_ratio, c)] * 3
     path = _write(tmp_path / "bands.jsonl", records)
     proc = run_cli("compare", str(path), "--model", "llama-3.1-8b", "--engine", "vllm", "--json")
@@ -225,7 +227,8 @@ def test_compare_says_how_many_medians_the_engines_band_holds(tmp_path: Path) ->
     c = json.loads(proc.stdout)
     assert c["inside_band"] == {"ttft_s": [1, 2], "tpot_s": [2, 3]}
     first = c["rows"][0]
-    assert first["ttft_band_s"] == pytest.approx([first["ttft_pred_s"] * p_lo, first["ttft_pred_s"] * p_hi])
+    lo, hi = shipped_ttft_band("vllm", first["ttft_pred_s"], first_token_s)
+    assert first["ttft_band_s"] == pytest.approx([first["ttft_pred_s"] * lo, first["ttft_pred_s"] * hi])
     assert first["tpot_band_s"] == pytest.approx([first["tpot_pred_s"] * d_lo, first["tpot_pred_s"] * d_hi])
     assert c["rows"][2]["ttft_band_s"] is None and c["rows"][2]["tpot_band_s"] is not None
     args = ("compare", str(path), "--model", "llama-3.1-8b")

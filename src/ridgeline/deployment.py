@@ -243,6 +243,12 @@ class Deployment:
         of published runs no fit saw: engines.REGIMES); None without a profile or that band."""
         return None if self.engine is None else self.engine.band(regime)
 
+    def ttft_band(self, ttft_s: float, first_token_s: float) -> tuple[float, float] | None:
+        """Its engine profile's band on a TTFT of which first_token_s is not the prompt's pass
+        (EngineProfile.ttft_band); None without a profile or its prefill band."""
+        share = first_token_s / ttft_s if ttft_s > 0 else 0.0
+        return None if self.engine is None else self.engine.ttft_band(share)
+
     def slowed(self, factor: float) -> Deployment:
         """The same deployment with its engine `factor` times as slow (EngineProfile.scaled):
         every step and first token takes `factor` times as long. A new deployment, so that

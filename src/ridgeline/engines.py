@@ -138,7 +138,13 @@ class Deployed(Protocol):
 WEIGHT_FORMATS = ("w16", "w8", "w4")
 FORMAT_BITS = {"w16": 16.0, "w8": 8.0, "w4": 4.0}
 LOAD = "load"  # the regime of runs under load: a simulated run's, a plan's
-REGIMES = ("prefill", "decode", LOAD)
+PREFILL = "prefill"  # a TTFT's prompt pass, and prompt processing's tokens a second
+FIRST_TOKEN = "first_token"  # the rest of a TTFT: the server's first-token work, a queue's wait
+REGIMES = (PREFILL, FIRST_TOKEN, "decode", LOAD)
+# The share of a predicted TTFT not its prompt's pass (the server's first-token cost) from
+# which its band is the first-token band alone (ttft_band): the corpus's TTFTs over HTTP are
+# from 2% to 65% the server's, and those a tenth or more its (half this) make that band.
+FIRST_TOKEN_FULL_SHARE = 0.2
 LINK_KINDS = ("nvlink", "pcie", "xgmi", "none")
 
 
@@ -598,6 +604,10 @@ class EngineProfile:
         """The band (low, high) of measured / predicted in a regime, when the corpus gave one."""
         return self.uncertainty.get(regime)
 
+    def ttft_band(self, first_token_share: float) -> tuple[float, float] | None:
+        """The band of a TTFT whose first_token_share is not its prompt's pass (ttft_band)."""
+        return ttft_band(self.band(PREFILL), self.band(FIRST_TOKEN), first_token_share)
+
     def scaled(self, factor: float) -> EngineProfile:
         """This engine `factor` times as slow: every rate it reaches divided by `factor` (its
         vendors' factors, which multiply every FLOP/s and byte/s, and its links' share) and
@@ -634,6 +644,26 @@ def sinks_apart(a: Architecture, hw: Accelerator) -> bool:
     """Whether a model's attention sinks take kernels of their own: on a part before Hopper;
     the flash kernels of Hopper and Blackwell carry the sinks."""
     return a.attention_sinks and not hw.async_mma
+
+
+def ttft_band(
+    prefill: tuple[float, float] | None, first_token: tuple[float, float] | None, first_token_share: float
+) -> tuple[float, float] | None:
+    """A TTFT's band. Its two parts err apart: the prompt's pass as the pass does wherever it
+    was measured alone (llama-bench, trtllm-bench: the prefill band, a matmul's and
+    attention's misses, a share of the time), the rest, the server's first-token work and
+    a wait behind running steps, as served TTFTs do (the first-token band: their misses
+    are the server's, milliseconds whatever the prompt, and vary from lab to lab). So a
+    long prompt's TTFT, all pass, takes the prefill band, and a TTFT the server's work is
+    a fifth or more of (FIRST_TOKEN_FULL_SHARE) the first-token band, and between the two
+    the band moves from one to the other with that share. Without a first-token band, the
+    prefill band alone. The bands are made of the held-out rows on either side of half
+    that share (accuracy.corpus.band_regime)."""
+    if prefill is None:
+        return None
+    first = first_token or prefill
+    w = min(max(first_token_share / FIRST_TOKEN_FULL_SHARE, 0.0), 1.0)
+    return ((1 - w) * prefill[0] + w * first[0], (1 - w) * prefill[1] + w * first[1])
 
 
 def small_m_rate(flops_per_s: Num, m: Num, half_m: float) -> Num:

@@ -300,13 +300,14 @@ JSON_KEYS = (
 
 def uncertainty(m: Deployment, t: Timeline) -> dict[str, list[float]] | None:
     """With an engine profile: each time's band, the 80% interval of measured / predicted
-    that the profile's held-out corpus rows left (accuracy.fit.BAND_PERCENTILES), for the
-    prefill (TTFT) and decode (TPOT) regimes; the total takes each part's band. None
-    without a profile or its bands."""
-    prefill, decode = m.band("prefill"), m.band("decode")
+    that the profile's held-out corpus rows left (accuracy.fit.BAND_PERCENTILES): TTFT's
+    from the prefill band on the prompt's pass and the first-token band on the server's
+    first-token cost (Deployment.ttft_band), TPOT's from the decode band; the total takes
+    each part's band. None without a profile or its bands."""
+    ttft, steps = t.ttft_s, t.decode_s
+    prefill, decode = m.ttft_band(ttft, t.offset_s), m.band("decode")
     if prefill is None or decode is None:
         return None
-    ttft, steps = t.ttft_s, t.decode_s
     return {
         "ttft_s": [ttft * prefill[0], ttft * prefill[1]],
         "tpot_s": [t.tpot_s * decode[0], t.tpot_s * decode[1]],

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline import _files
 from ridgeline.deployment import Deployment
-from ridgeline.engines import EngineProfile
+from ridgeline.engines import FIRST_TOKEN, FIRST_TOKEN_FULL_SHARE, PREFILL, EngineProfile
 from ridgeline.errors import RidgelineError
 from ridgeline.models import get_model
 from ridgeline.request import decode_time_s
@@ -299,6 +299,26 @@ def first_token_s(row: Row, d: Deployment) -> float:
 
 def _unit(seconds: float, unit: str) -> float:
     return seconds * 1e3 if unit == "ms" else seconds
+
+
+def first_token_share(row: Row, profile: EngineProfile | None, predicted: float) -> float:
+    """The share of a TTFT row's prediction that is not its prompt's pass alone (the prompt
+    prefilled by itself, in process): the server's first-token cost, and under load the
+    wait behind running steps and the steps it shares with them. 0 for every other row
+    (prompt processing's tokens a second is the pass)."""
+    if row.regime != PREFILL or row.kind == "pp":
+        return 0.0
+    pass_s = float(prefill_step(deployment(row, profile), row.input, 1).time_s)
+    return min(max(1.0 - _unit(pass_s, row.unit) / predicted, 0.0), 1.0)
+
+
+def band_regime(row: Row, first_token_share: float) -> str:
+    """Which band a held-out row's slowdown joins: a TTFT whose band leans to the server's
+    (engines.ttft_band: half FIRST_TOKEN_FULL_SHARE of it or more not its prompt's pass),
+    the first-token band; every other row its regime's."""
+    if row.regime == PREFILL and first_token_share >= FIRST_TOKEN_FULL_SHARE / 2:
+        return FIRST_TOKEN
+    return row.regime
 
 
 def simulated(row: Row, d: Deployment) -> dict[str, Any]:

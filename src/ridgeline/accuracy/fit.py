@@ -435,13 +435,17 @@ BAND_PERCENTILES = (6.0, 94.0)
 MIN_BAND_ROWS = 6  # fewer held-out rows of an engine in a regime: its band pools its kind's
 
 
-def bands(ratios: dict[str, float], rows: dict[str, Row], engine: str) -> dict[str, Band]:
+def bands(
+    ratios: dict[str, float], rows: dict[str, Row], engine: str, regimes: dict[str, str] | None = None
+) -> dict[str, Band]:
     """An engine's band in each regime: the BAND_PERCENTILES of the slowdowns of every
     held-out row of the engine in that regime, a band of the engine's speed. `ratios` holds
     each row's log slowdown by id (report.Checked.slowdown: measured / predicted time, or
     for an open-loop run the slowdown whose queue predicts its measured median): the corpus's
     rows predicted by the fit that left their source out, and the check sources' rows,
-    which no fit saw. Where the engine has fewer than MIN_BAND_ROWS in
+    which no fit saw. `regimes` says which band each row joins (corpus.band_regime: a TTFT
+    mostly not its prompt's pass, the first-token band), else its regime's. Where the
+    engine has fewer than MIN_BAND_ROWS in
     a regime, the band pools the rows of every engine of its kind (priors.toml's band_pool:
     the serving engines, which batch many requests, apart from llama.cpp's one stream); where
     its kind has fewer too, every engine's."""
@@ -459,7 +463,7 @@ def bands(ratios: dict[str, float], rows: dict[str, Row], engine: str) -> dict[s
     kind = pools.get(engine, engine)
     by_regime: dict[str, list[str]] = {}
     for i in sorted(ratios):
-        by_regime.setdefault(rows[i].regime, []).append(i)
+        by_regime.setdefault((regimes or {}).get(i, rows[i].regime), []).append(i)
     out = {}
     for regime, ids in by_regime.items():
         mine = [i for i in ids if rows[i].engine == engine]

@@ -19,7 +19,7 @@ from functools import lru_cache
 from ridgeline import _files
 from ridgeline.accuracy import corpus, fit
 from ridgeline.accuracy.corpus import Row
-from ridgeline.engines import EngineProfile, builtin_engines
+from ridgeline.engines import FIRST_TOKEN, PREFILL, EngineProfile, builtin_engines, ttft_band
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,14 @@ class Checked:
     # (corpus.slowdown), for an open-loop row, whose queue magnifies the engine's speed
     # (None for the others: their time ratio is it)
     held_slowdown: float | None = None
+    # the share of the held-out TTFT predicted that is not the prompt's pass (0 for the
+    # other rows): where it lies between the prefill and first-token bands
+    first_token_share: float = 0.0
+
+    @property
+    def band_regime(self) -> str:
+        """The band its slowdown joins (corpus.band_regime)."""
+        return corpus.band_regime(self.row, self.first_token_share)
 
     @property
     def error(self) -> float:
@@ -78,13 +86,30 @@ def check(
         held = fold_profile(p, cv.get(row.engine, {}).get(row.group, {}))
         predicted, held_out = corpus.predict(row, p), corpus.predict(row, held)
         slowdown = corpus.slowdown(row, held, held_out) if row.kind in corpus.RATE_KINDS else None
-        out.append(Checked(row, predicted, held_out, slowdown))
+        share = corpus.first_token_share(row, held, held_out)
+        out.append(Checked(row, predicted, held_out, slowdown, share))
     return out
 
 
 def log_slowdowns(checked: Iterable[Checked]) -> dict[str, float]:
     """log(Checked.slowdown) by row id: what the bands are made of."""
     return {c.row.id: math.log(c.slowdown) for c in checked}
+
+
+def band_regimes(checked: Iterable[Checked]) -> dict[str, str]:
+    """Checked.band_regime by row id: which band each slowdown joins."""
+    return {c.row.id: c.band_regime for c in checked}
+
+
+def band_of(c: Checked, made: dict[str, tuple[float, float]]) -> tuple[float, float]:
+    """The band a row is held to, of the bands `made` by regime: a TTFT's, the prefill and
+    first-token bands weighted by its first-token share (engines.ttft_band), as an
+    estimate's; every other row's, its regime's."""
+    if c.row.regime == PREFILL:
+        band = ttft_band(made.get(PREFILL), made.get(FIRST_TOKEN), c.first_token_share)
+        if band is not None:
+            return band
+    return made.get(c.row.regime, (1.0, 1.0))
 
 
 def unseen_coverage(checked: Sequence[Checked], checks: Sequence[Checked]) -> dict[str, tuple[int, int]]:
@@ -94,14 +119,16 @@ def unseen_coverage(checked: Sequence[Checked], checks: Sequence[Checked]) -> di
     never saw (with `checked` empty and every row in `checks`: of every source in turn)."""
     rows = {c.row.id: c.row for c in (*checked, *checks)}
     ratios = log_slowdowns([*checked, *checks])
+    regimes = band_regimes([*checked, *checks])
     out = {}
     for source in sorted({c.row.group for c in checks}):
         rest = {i: t for i, t in ratios.items() if rows[i].group != source}
         mine = [c for c in checks if c.row.group == source]
         inside = 0
         for c in mine:
-            b = fit.bands(rest, rows, c.row.engine)[c.row.regime]
-            inside += b.low <= c.slowdown <= b.high
+            made = fit.bands(rest, rows, c.row.engine, regimes)
+            low, high = band_of(c, {g: (b.low, b.high) for g, b in made.items()})
+            inside += low <= c.slowdown <= high
         out[source] = (inside, len(mine))
     return out
 
@@ -113,7 +140,7 @@ def median_abs(errors: Sequence[float]) -> float:
 def inside(c: Checked, profiles: dict[str, EngineProfile] | None = None) -> bool:
     """Whether the row's held-out slowdown lies inside its profile's band: whether the row's
     measurement lies between the predictions of the engine slowed to each end of the band."""
-    lo, hi = (profiles or builtin_engines())[c.row.engine].uncertainty.get(c.row.regime, (1.0, 1.0))
+    lo, hi = band_of(c, (profiles or builtin_engines())[c.row.engine].uncertainty)
     return bool(lo <= c.slowdown <= hi)
 
 

@@ -151,10 +151,11 @@ def ttft_intercept(points: list[tuple[float, float]]) -> tuple[float | None, flo
 
 def bands(m: Deployment, ttft_pred_s: float, tpot_pred_s: float, concurrency: int) -> tuple[Any, Any]:
     """The engine profile's 80% bands (measured / predicted on held-out published runs) on a
-    group's predictions: the prefill regime's on TTFT, at concurrency 1 only (above it the
-    measured TTFT waits in a queue the prediction leaves out), the decode regime's on TPOT;
-    (None, None) without a profile or its bands."""
-    prefill, decode = m.band("prefill"), m.band("decode")
+    group's predictions: on TTFT, at concurrency 1 only (above it the measured TTFT waits in
+    a queue the prediction leaves out), the prefill band on the prompt's pass and the
+    first-token band on the server's first-token cost (Deployment.ttft_band); the decode
+    band on TPOT; (None, None) without a profile or its bands."""
+    prefill, decode = m.ttft_band(ttft_pred_s, min(m.ttft_offset_s, ttft_pred_s)), m.band("decode")
     ttft = [ttft_pred_s * x for x in prefill] if prefill is not None and concurrency == 1 else None
     return ttft, None if decode is None else [tpot_pred_s * x for x in decode]
 
