@@ -106,9 +106,7 @@ def band_of(c: Checked, made: dict[str, tuple[float, float]]) -> tuple[float, fl
     first-token bands weighted by its first-token share (engines.ttft_band), as an
     estimate's; every other row's, its regime's."""
     if c.row.regime == PREFILL:
-        band = ttft_band(made.get(PREFILL), made.get(FIRST_TOKEN), c.first_token_share)
-        if band is not None:
-            return band
+        return ttft_band(made.get(PREFILL), made.get(FIRST_TOKEN), c.first_token_share) or (1.0, 1.0)
     return made.get(c.row.regime, (1.0, 1.0))
 
 

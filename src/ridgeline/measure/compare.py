@@ -155,7 +155,7 @@ def bands(m: Deployment, ttft_pred_s: float, tpot_pred_s: float, concurrency: in
     a queue the prediction leaves out), the prefill band on the prompt's pass and the
     first-token band on the server's first-token cost (Deployment.ttft_band); the decode
     band on TPOT; (None, None) without a profile or its bands."""
-    prefill, decode = m.ttft_band(ttft_pred_s, min(m.ttft_offset_s, ttft_pred_s)), m.band("decode")
+    prefill, decode = m.ttft_band(ttft_pred_s, m.ttft_offset_s), m.band("decode")
     ttft = [ttft_pred_s * x for x in prefill] if prefill is not None and concurrency == 1 else None
     return ttft, None if decode is None else [tpot_pred_s * x for x in decode]
 
