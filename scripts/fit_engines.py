@@ -43,12 +43,13 @@ HEADER = """# Engine profiles: how close to the roofline each serving engine run
 # data/corpus/ (a bounded least squares on log(predicted / measured) with a prior on every
 # parameter); `provenance` says, for every number, whether rows of the corpus moved it
 # (and which) or it is the physical prior. `uncertainty` is, per regime (a TTFT's:
-# `prefill`, or `first_token` where the server's share of it is a tenth or more), the p6
-# and p94 of the held-out rows' slowdowns: how many times as slow the engine must be to
-# predict each row (measured / predicted time; for an open-loop run, whose queue magnifies
-# the engine's speed, the slowdown that predicts its measured median), over the corpus's
-# rows, each predicted by the fit that left its source out, and those of the sources kept
-# as checks, which no fit saw.
+# `prefill`, or `first_token` where the server's share of it is a tenth or more; a run's
+# under load: `load`, or `server` where its API server is busy a tenth of the time or
+# more), the p5.5 and p94.5 of the held-out rows' slowdowns: how many times as slow the
+# engine must be to predict each row (measured / predicted time; for an open-loop run,
+# whose queue magnifies the engine's speed, the slowdown that predicts its measured
+# median), over the corpus's rows, each predicted by the fit that left its source out,
+# and those of the sources kept as checks, which no fit saw.
 # Regenerate with: python scripts/fit_engines.py --write
 
 """
@@ -188,7 +189,8 @@ def main() -> None:
     fitted = {name: _fitted(name, res) for name, res in results.items()}
     # every held-out row's slowdown (report.Checked.slowdown): the corpus's, predicted by the
     # fit that left its source out, and the check sources', which no fit saw; and which band
-    # each joins (corpus.band_regime: a TTFT mostly not its prompt's pass, the first-token band)
+    # each joins (corpus.band_regime: a TTFT mostly not its prompt's pass, the first-token band;
+    # a run whose API server is busy, the server band)
     held = {
         i: _held(rows[i], e, fitted[name], res["folds"].get(rows[i].group, {}))
         for name, res in results.items()
@@ -232,7 +234,8 @@ def _held(
     held = report.fold_profile(profile, fold)
     predicted = row.measured * math.exp(log_error)
     share = corpus.first_token_share(row, held, predicted)
-    return math.log(corpus.slowdown(row, held, predicted)), corpus.band_regime(row, share)
+    busy = corpus.server_share(row, held, predicted)
+    return math.log(corpus.slowdown(row, held, predicted)), corpus.band_regime(row, share, busy)
 
 
 def _cached(names: list[str]) -> dict[str, Any]:

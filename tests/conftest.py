@@ -50,6 +50,24 @@ def shipped_ttft_band(engine: str, ttft_s: float, first_token_s: float) -> tuple
     return ((1 - w) * p_lo + w * f_lo, (1 - w) * p_hi + w * f_hi)
 
 
+def shipped_load_band(engine: str, server_share: float) -> tuple[float, float]:
+    """The README's rule for a band under load, from the shipped bands: the load band's and
+    the server band's ends, weighted by the API server's share of the run over a fifth."""
+    bands = shipped_bands(engine)
+    (l_lo, l_hi), (s_lo, s_hi) = bands["load"], bands["server"]
+    w = min(1.0, server_share / 0.2)
+    return ((1 - w) * l_lo + w * s_lo, (1 - w) * l_hi + w * s_hi)
+
+
+def shipped_server_share(engine: str, requests_per_s: float, prompt: float, streamed: float) -> float:
+    """The README's rule for the share of its time an engine's API server is busy, from the
+    shipped overhead terms: requests a second times the work on each (per request, prompt
+    token and streamed token), at most 1."""
+    o = shipped_engines()[engine]["overhead"]
+    each_s = o["request_s"] + prompt * o["prompt_token_s"] + streamed * o["stream_token_s"]
+    return min(1.0, requests_per_s * each_s)
+
+
 def ctrl_c_delivered() -> None:
     """A child's preexec_fn: SIGINT back to its default, so that Ctrl-C reaches a command
     under test even where the suite runs with SIGINT ignored (a shell's background job

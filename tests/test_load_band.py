@@ -1,6 +1,7 @@
 """The band under load on `simulate` and `plan`: an engine profile's 80% interval of measured
-/ predicted time over published runs under load (engines.toml's `uncertainty.load`) on the
-run's medians and throughput, and a plan made again with the engine as slow as each end.
+/ predicted time over published runs under load (engines.toml's `uncertainty.load`, moved to
+its `uncertainty.server` as the API server gets busy) on the run's medians and throughput,
+and a plan made again with the engine as slow as each end.
 
 The bands are read from the shipped TOML file itself, not through the profile code; the
 slowed engine is checked against the plain one by the ratio of their times alone."""
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli_json, run_cli, shipped_bands
+from conftest import cli_json, run_cli, shipped_bands, shipped_load_band, shipped_server_share
 from ridgeline import metrics, request, step
 from ridgeline.deployment import Deployment
 from ridgeline.engines import get_engine
@@ -23,8 +24,10 @@ from ridgeline.simulate.kvcache import kv_cache
 from ridgeline.simulate.plan import banded
 
 
-def shipped_band(engine: str) -> tuple[float, float]:
-    return shipped_bands(engine)["load"]
+def shipped_band(engine: str, requests_per_s: float, prompt: float, output: float) -> tuple[float, float]:
+    """The shipped band under load of a run at this rate, with prompts of `prompt` tokens
+    and `output` tokens after the first (the server streams output + 1)."""
+    return shipped_load_band(engine, shipped_server_share(engine, requests_per_s, prompt, output + 1))
 
 
 SLOWED = [  # one of each kind of term a step's time has
@@ -73,9 +76,9 @@ def test_only_an_engine_can_be_slowed() -> None:
 OPEN = Workload(prompt=Lengths("fixed", 1000), output=Lengths("fixed", 200), rate_per_s=2.0, requests=300)
 
 
-def ends(m: Deployment, w: Workload) -> tuple[metrics.Summary, metrics.Summary]:
-    """The workload's runs on the engine as slow as each end of its band under load."""
-    lo, hi = shipped_band(m.engine.name)  # type: ignore[union-attr]
+def ends(m: Deployment, w: Workload, band: tuple[float, float]) -> tuple[metrics.Summary, metrics.Summary]:
+    """The workload's runs on the engine as slow as each end of a band."""
+    lo, hi = band
     fast, slow = (simulate(m.slowed(f), w, band=False).summary for f in (lo, hi))
     assert fast is not None and slow is not None
     return fast, slow
@@ -85,13 +88,13 @@ def test_an_open_loop_runs_band_is_the_run_again_at_each_end() -> None:
     """The same arrivals on the engine as slow as each end of its band: far below capacity
     its medians about those of the run scaled by each end (the queue barely grows), and no
     band on the throughput, the arrivals' at either end."""
-    lo, hi = shipped_band("vllm")
+    lo, hi = shipped_band("vllm", 2.0, 1000, 200)
     m = Deployment.build(engine="vllm")
     s = simulate(m, OPEN).summary
     assert s is not None and s.uncertainty is not None and not s.overloaded
     u = s.uncertainty
-    assert u["profile"] == "vllm" and u["time_ratio"] == [lo, hi]
-    fast, slow = ends(m, OPEN)
+    assert u["profile"] == "vllm" and u["time_ratio"] == pytest.approx([lo, hi], rel=1e-12)
+    fast, slow = ends(m, OPEN, (lo, hi))
     for key in ("ttft", "tpot", "e2e"):
         assert u[f"{key}_p50_s"] == [fast.latency(f"{key}_s").p50, slow.latency(f"{key}_s").p50]
         p50 = s.latency(f"{key}_s").p50
@@ -102,14 +105,17 @@ def test_an_open_loop_runs_band_is_the_run_again_at_each_end() -> None:
 
 def test_near_capacity_the_queue_magnifies_the_slow_end() -> None:
     """Ten times the arrivals: the run keeps up, but an engine at the slow end of vLLM's
-    band (2.4x) does not, so its medians are far past the run's scaled by that end, and
-    the throughput's band opens: the slow end serves less than arrives."""
+    band does not, so its medians are far past the run's scaled by that end, and the
+    throughput's band opens: the slow end serves less than arrives. At 20 requests a second
+    the API server is busy a fifth of the time or more: the band is the server band."""
     m = Deployment.build(engine="vllm")
     w = replace(OPEN, rate_per_s=20.0, requests=600)
     s = simulate(m, w).summary
     assert s is not None and s.uncertainty is not None and not s.overloaded
+    assert shipped_server_share("vllm", 20.0, 1000, 201) >= 0.2
+    assert s.uncertainty["time_ratio"] == list(shipped_bands("vllm")["server"])
     hi = s.uncertainty["time_ratio"][1]
-    fast, slow = ends(m, w)
+    fast, slow = ends(m, w, shipped_bands("vllm")["server"])
     assert slow.overloaded and not fast.overloaded  # type: ignore[attr-defined]
     assert s.uncertainty["e2e_p50_s"][1] > 2 * hi * s.e2e_s.p50  # type: ignore[operator]
     assert s.uncertainty["ttft_p50_s"][1] > 2 * hi * s.ttft_s.p50  # type: ignore[operator]
@@ -122,13 +128,16 @@ def test_a_saturated_run_bands_its_throughput() -> None:
     """A closed loop on a slowed engine is the same run with every time that many times as
     long: its band is its own times and throughput scaled. A flood is made again at each
     end, and serves what each end's engine can."""
-    lo, hi = shipped_band("sglang")
     m = Deployment.build(engine="sglang")
     closed = Workload(
         prompt=Lengths("fixed", 1000), output=Lengths("fixed", 200), concurrency=16, requests=200
     )
     s = simulate(m, closed).summary
     assert s is not None and s.uncertainty is not None
+    # the rate a closed loop offers: its requests over the span of their arrivals
+    assert s.offered_rate_per_s is not None
+    lo, hi = shipped_band("sglang", s.offered_rate_per_s, 1000, 200)
+    assert s.uncertainty["time_ratio"] == pytest.approx([lo, hi], rel=1e-12)
     served = s.throughput_tokens_per_s
     assert s.uncertainty["throughput_tokens_per_s"] == pytest.approx([served / hi, served / lo], rel=1e-15)
     assert s.uncertainty["tpot_p50_s"] == pytest.approx([lo * s.tpot_s.p50, hi * s.tpot_s.p50], rel=1e-15)  # type: ignore[operator]
@@ -139,7 +148,7 @@ def test_a_saturated_run_bands_its_throughput() -> None:
     )
     s = simulate(m, flood).summary
     assert s is not None and s.overloaded and s.uncertainty is not None
-    fast, slow = ends(m, flood)
+    fast, slow = ends(m, flood, s.uncertainty["time_ratio"])
     band = s.uncertainty["throughput_tokens_per_s"]
     assert band == [slow.throughput_tokens_per_s, fast.throughput_tokens_per_s]
     assert band[0] < s.throughput_tokens_per_s < band[1]
@@ -154,16 +163,21 @@ def test_no_band_without_a_profile_that_has_one(tmp_path: Path) -> None:
     )
     m = Deployment.build(engine=get_engine(str(mine)))
     assert simulate(m, OPEN).summary.uncertainty is None  # type: ignore[union-attr]
-    assert banded(m, lambda d: pytest.fail("no band, no plan")) is None  # type: ignore[arg-type,return-value]
+    no_plan = lambda d: pytest.fail("no band, no plan")  # noqa: E731
+    assert banded(m, no_plan, None) is None  # type: ignore[arg-type]
 
 
 def test_simulate_json_and_text_carry_the_band() -> None:
     """The command carries the band (the runs at its ends: the API's, above) and `--no-band`
     skips them."""
-    lo, hi = shipped_band("vllm")
     args = ["simulate", "--engine", "vllm", "-n", "200", "-p", "1000", "-o", "200"]
     data = cli_json(*args)
-    assert data["uncertainty"]["time_ratio"] == [lo, hi]
+    rate = data["offered_rate_per_s"] or data["requests_per_s"]
+    lo, hi = shipped_band("vllm", rate, 1000, 200)
+    assert data["uncertainty"]["server_share"] == pytest.approx(
+        shipped_server_share("vllm", rate, 1000, 201), rel=1e-9
+    )
+    assert data["uncertainty"]["time_ratio"] == pytest.approx([lo, hi], rel=1e-9)
     for key in ("ttft_s", "tpot_s", "e2e_s"):
         low, high = data["uncertainty"][key.replace("_s", "_p50_s")]
         assert low < data[key]["p50"] < high
@@ -189,15 +203,16 @@ def test_a_plan_is_the_same_plan_in_slower_time() -> None:
 
 
 def test_the_plans_band_is_the_plan_at_each_end() -> None:
-    lo, hi = shipped_band("vllm")
     m = Deployment.build(engine="vllm")
 
     def plan_on(d: Deployment):  # type: ignore[no-untyped-def]
         return capacity(d, PLAN_WORKLOAD, PLAN_SLO, target_rate_per_s=20.0, requests=600, seeds=2)
 
     plan = plan_on(m)
-    band = banded(m, plan_on)
-    assert band is not None and band.time_ratio == [lo, hi] and band.slow_end is None
+    band = banded(m, plan_on, plan)
+    lo, hi = shipped_band("vllm", plan.max_rate_per_replica, 1000, 200)  # at the rate planned
+    assert band is not None and band.time_ratio == pytest.approx([lo, hi], rel=1e-12)
+    assert band.slow_end is None
     slow, fast = plan_on(m.slowed(hi)), plan_on(m.slowed(lo))
     assert band.max_rate_per_replica == [slow.max_rate_per_replica, fast.max_rate_per_replica]
     assert band.replicas == [fast.replicas, slow.replicas] and band.gpus == [fast.gpus, slow.gpus]
@@ -209,16 +224,17 @@ def test_the_plans_band_is_the_plan_at_each_end() -> None:
 
 
 def test_a_slow_end_that_meets_no_rate_says_so() -> None:
-    hi = shipped_band("vllm")[1]
+    least = min(shipped_bands("vllm")["load"][1], shipped_bands("vllm")["server"][1])
     m = Deployment.build(engine="vllm")
     alone = request.request_timeline(m, 1000, 200).ttft_s
-    slo = metrics.Slo(ttft_s=alone * (1 + hi) / 2)  # inside the SLO alone, outside it at the slow end
+    slo = metrics.Slo(ttft_s=alone * (1 + least) / 2)  # inside the SLO alone, outside it at any slow end
 
     def plan_on(d: Deployment):  # type: ignore[no-untyped-def]
         return capacity(d, PLAN_WORKLOAD, slo, requests=600, seeds=2)
 
-    band = banded(m, plan_on)
+    band = banded(m, plan_on, plan_on(m))
     assert band is not None and band.slow_end is not None
+    hi = band.time_ratio[1]
     assert band.slow_end.startswith(f"at {hi:.3g}x the predicted time, no request rate meets")
     assert band.max_rate_per_replica[0] is None and band.max_rate_per_replica[1] is not None
     assert band.gpus[1] is None and band.usd_per_million_tokens[1] is None
@@ -230,14 +246,18 @@ def test_plan_json_text_and_no_band() -> None:
     data = cli_json(*args)
     u = data["plans"][0]["uncertainty"]
     assert list(u) == [
-        *("profile", "time_ratio", "max_rate_per_replica", "replicas", "gpus"),
+        *("profile", "time_ratio", "server_share", "max_rate_per_replica", "replicas", "gpus"),
         *("usd_per_million_tokens", "usd_per_million_output_tokens", "slow_end", "fast_end", "unmeasured"),
     ]
     low, high = u["max_rate_per_replica"]
     assert low < data["plans"][0]["max_rate_per_replica"] < high
     assert cli_json(*args, "--no-band")["plans"][0]["uncertainty"] is None
     text = " ".join(run_cli(*args).stdout.split())
-    assert f"80% band (vllm under load, {u['time_ratio'][0]:.2f}–{u['time_ratio'][1]:.2f}x" in text
+    busy = shipped_server_share("vllm", data["plans"][0]["max_rate_per_replica"], 1000, 201)
+    assert u["server_share"] == pytest.approx(busy, rel=1e-9)
+    lo, hi = shipped_load_band("vllm", busy)
+    assert u["time_ratio"] == pytest.approx([lo, hi], rel=1e-9)
+    assert f"80% band (vllm under load with its API server {busy:.0%} busy, {lo:.2f}–{hi:.2f}x" in text
     plain = ["plan", "-p", "1000", "-o", "200", "--slo-ttft-p99", "0.5", "--requests", "600", "--seeds", "2"]
     assert cli_json(*plain)["plans"][0]["uncertainty"] is None
 
@@ -247,7 +267,6 @@ def test_an_end_without_a_plan_is_null_and_says_why() -> None:
     figures are null and its reason is kept; the other end's plan stands."""
     m = Deployment.build(engine="vllm")
     assert m.engine is not None
-    lo = shipped_band("vllm")[0]
 
     def plan_on(d: Deployment):  # type: ignore[no-untyped-def]
         assert d.engine is not None
@@ -255,7 +274,9 @@ def test_an_end_without_a_plan_is_null_and_says_why() -> None:
             raise RidgelineError("refused")
         return capacity(d, PLAN_WORKLOAD, PLAN_SLO, requests=600, seeds=2)
 
-    band = banded(m, plan_on)
+    plan = plan_on(m)
+    lo = shipped_band("vllm", plan.max_rate_per_replica, 1000, 200)[0]
+    band = banded(m, plan_on, plan)
     assert band is not None and band.fast_end == f"at {lo:.3g}x the predicted time, refused"
     assert band.slow_end is None and band.max_rate_per_replica[1] is None
     assert band.max_rate_per_replica[0] is not None and band.gpus[0] is None

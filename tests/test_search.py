@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, ctrl_c_delivered, shipped_bands
+from conftest import ROOT, ctrl_c_delivered, shipped_load_band, shipped_server_share
 from ridgeline import metrics
 from ridgeline.cli import main
 from ridgeline.engines import get_engine
@@ -620,7 +620,8 @@ def test_the_cheapest_point_is_run_again_at_the_ends_of_its_engines_band(
     one's no shorter, and an SLO between the point's p99 TTFT and its slow end's is met at the
     predicted speed and missed at the slow end. A profile without a band: none."""
     arch = get_model("llama-3.1-8b")
-    lo, hi = shipped_bands("vllm")["load"]
+    busy = shipped_server_share("vllm", 2.0, 1000, 100 + 1)  # the first token and 100 more
+    lo, hi = shipped_load_band("vllm", busy)
     w = Workload(Lengths("fixed", 1000), Lengths("fixed", 100), rate_per_s=2.0, requests=200, duration_s=None)
     axes = {"gpu": "h100-sxm", "tp": "1", "weights": "bf16", "maths": "bf16", "kv_dtype": "bf16"}
     space = make_space(axes | {"engine": "vllm", "replicas": "1"}, None, arch)
@@ -632,7 +633,8 @@ def test_the_cheapest_point_is_run_again_at_the_ends_of_its_engines_band(
     loose = answer(space, 5.0, "loose")
     b, best = loose.cheapest_band, loose.cheapest
     assert b is not None and best is not None
-    assert b["profile"] == "vllm" and b["time_ratio"] == [lo, hi]
+    assert b["profile"] == "vllm" and b["time_ratio"] == pytest.approx([lo, hi], rel=1e-12)
+    assert b["server_share"] == pytest.approx(busy, rel=1e-12) and 0 < busy < 0.2
     assert b["fast"]["status"] == b["slow"]["status"] == "met"
     assert b["fast"]["ttft_p99_s"] < best["ttft_p99_s"] < b["slow"]["ttft_p99_s"]
     assert b["fast"]["tpot_p99_s"] < best["tpot_p99_s"] < b["slow"]["tpot_p99_s"]

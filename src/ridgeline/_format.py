@@ -23,3 +23,8 @@ def seconds(value: float) -> str:
     if value >= 1e-3:
         return f"{value * 1e3:.3g} ms"
     return f"{value * 1e6:.3g} µs"
+
+
+def server_busy(share: float) -> str:
+    """How busy a band's API server is, after "under load" (nothing where it is idle)."""
+    return f" with its API server {share:.0%} busy" if share >= 0.005 else ""

@@ -249,6 +249,19 @@ class Deployment:
         share = first_token_s / ttft_s if ttft_s > 0 else 0.0
         return None if self.engine is None else self.engine.ttft_band(share)
 
+    def server_share(self, requests_per_s: float, prompt_tokens: float, streamed_tokens: float) -> float:
+        """The share of its time a replica's API server is busy passing on this many requests
+        a second of these mean lengths (EngineProfile.server_share); 0 without a profile or
+        in the engine's own process, where no server stands in front."""
+        if self.engine is None or self.in_process:
+            return 0.0
+        return self.engine.server_share(requests_per_s, prompt_tokens, streamed_tokens)
+
+    def load_band(self, server_share: float) -> tuple[float, float] | None:
+        """Its engine profile's band under load on a run whose API server is busy
+        server_share of the time (EngineProfile.load_band); None without a profile or band."""
+        return None if self.engine is None else self.engine.load_band(server_share)
+
     def slowed(self, factor: float) -> Deployment:
         """The same deployment with its engine `factor` times as slow (EngineProfile.scaled):
         every step and first token takes `factor` times as long. A new deployment, so that

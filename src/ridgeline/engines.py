@@ -140,11 +140,16 @@ FORMAT_BITS = {"w16": 16.0, "w8": 8.0, "w4": 4.0}
 LOAD = "load"  # the regime of runs under load: a simulated run's, a plan's
 PREFILL = "prefill"  # a TTFT's prompt pass, and prompt processing's tokens a second
 FIRST_TOKEN = "first_token"  # the rest of a TTFT: the server's first-token work, a queue's wait
-REGIMES = (PREFILL, FIRST_TOKEN, "decode", LOAD)
+SERVER = "server"  # a run under load whose API server is busy: its work on each request
+REGIMES = (PREFILL, FIRST_TOKEN, "decode", LOAD, SERVER)
 # The share of a predicted TTFT not its prompt's pass (the server's first-token cost) from
 # which its band is the first-token band alone (ttft_band): the corpus's TTFTs over HTTP are
 # from 2% to 65% the server's, and those a tenth or more its (half this) make that band.
 FIRST_TOKEN_FULL_SHARE = 0.2
+# The share of a run's time its API server is busy (server_share) from which its band under
+# load is the server band alone (load_band): the corpus's runs over HTTP keep it from under
+# 1% to all of the time, and those a tenth or more (half this) make that band.
+SERVER_FULL_SHARE = 0.2
 LINK_KINDS = ("nvlink", "pcie", "xgmi", "none")
 
 
@@ -608,6 +613,17 @@ class EngineProfile:
         """The band of a TTFT whose first_token_share is not its prompt's pass (ttft_band)."""
         return ttft_band(self.band(PREFILL), self.band(FIRST_TOKEN), first_token_share)
 
+    def load_band(self, server_share: float) -> tuple[float, float] | None:
+        """The band of a run under load whose API server is busy server_share of it (load_band)."""
+        return load_band(self.band(LOAD), self.band(SERVER), server_share)
+
+    def server_share(self, requests_per_s: float, prompt_tokens: float, streamed_tokens: float) -> float:
+        """The share of its time the server's one process is busy (server_s) passing on this
+        many requests a second, each with prompts and streamed tokens of these mean lengths;
+        at most 1, where the server, not the engine, sets the rate."""
+        r = requests_per_s
+        return min(max(float(self.server_s(r, r * prompt_tokens, r * streamed_tokens)), 0.0), 1.0)
+
     def scaled(self, factor: float) -> EngineProfile:
         """This engine `factor` times as slow: every rate it reaches divided by `factor` (its
         vendors' factors, which multiply every FLOP/s and byte/s, and its links' share) and
@@ -659,11 +675,34 @@ def ttft_band(
     the band moves from one to the other with that share. Without a first-token band, the
     prefill band alone. The bands are made of the held-out rows on either side of half
     that share (accuracy.corpus.band_regime)."""
-    if prefill is None:
+    return blended_band(prefill, first_token, first_token_share / FIRST_TOKEN_FULL_SHARE)
+
+
+def load_band(
+    load: tuple[float, float] | None, server: tuple[float, float] | None, server_share: float
+) -> tuple[float, float] | None:
+    """A band under load. A run whose API server is idle most of the time errs as the
+    engine's steps do (the load band); one whose server is busy errs as well by the
+    server's own work on each request, which the profile prices from a few runs and which
+    varies from release to release and lab to lab (the server band: short requests at many
+    a second, where vLLM 0.11's runs of 128-token prompts read up to five times as long as
+    predicted). So the band moves from the load band to the server band as the server's
+    share of the run (EngineProfile.server_share) goes to a fifth (SERVER_FULL_SHARE); the
+    bands are made of the held-out rows on either side of half that share
+    (accuracy.corpus.band_regime). Without a server band, the load band alone."""
+    return blended_band(load, server, server_share / SERVER_FULL_SHARE)
+
+
+def blended_band(
+    base: tuple[float, float] | None, other: tuple[float, float] | None, weight: float
+) -> tuple[float, float] | None:
+    """`base` moved to `other` by `weight` (held to 0..1), end by end; None without `base`,
+    `base` without `other`."""
+    if base is None:
         return None
-    first = first_token or prefill
-    w = min(max(first_token_share / FIRST_TOKEN_FULL_SHARE, 0.0), 1.0)
-    return ((1 - w) * prefill[0] + w * first[0], (1 - w) * prefill[1] + w * first[1])
+    far = other or base
+    w = min(max(weight, 0.0), 1.0)
+    return ((1 - w) * base[0] + w * far[0], (1 - w) * base[1] + w * far[1])
 
 
 def small_m_rate(flops_per_s: Num, m: Num, half_m: float) -> Num:

@@ -32,7 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline import _files
 from ridgeline.deployment import Deployment
-from ridgeline.engines import FIRST_TOKEN, FIRST_TOKEN_FULL_SHARE, PREFILL, EngineProfile
+from ridgeline.engines import (
+    FIRST_TOKEN,
+    FIRST_TOKEN_FULL_SHARE,
+    LOAD,
+    PREFILL,
+    SERVER,
+    SERVER_FULL_SHARE,
+    EngineProfile,
+)
 from ridgeline.errors import RidgelineError
 from ridgeline.models import get_model
 from ridgeline.request import decode_time_s
@@ -312,12 +320,29 @@ def first_token_share(row: Row, profile: EngineProfile | None, predicted: float)
     return min(max(1.0 - _unit(pass_s, row.unit) / predicted, 0.0), 1.0)
 
 
-def band_regime(row: Row, first_token_share: float) -> str:
+def server_share(row: Row, profile: EngineProfile | None, predicted: float) -> float:
+    """The share of a run under load its API server is busy, as predicted
+    (EngineProfile.server_share): an open-loop run's requests arrive at its rate, and every
+    other run's pass at the rate its predicted throughput serves them. 0 for a run in the
+    engine's own process, and for every row not under load."""
+    if row.regime != LOAD or not row.http or profile is None:
+        return 0.0
+    if row.kind in RATE_KINDS:
+        per_s = row.rate or 0.0
+    else:  # tokens a second over the tokens of a request
+        per_s = predicted / (row.output + (row.input if row.kind == "offline_total" else 0))
+    return profile.server_share(per_s, row.input, row.output)
+
+
+def band_regime(row: Row, first_token_share: float, server_share: float = 0.0) -> str:
     """Which band a held-out row's slowdown joins: a TTFT whose band leans to the server's
     (engines.ttft_band: half FIRST_TOKEN_FULL_SHARE of it or more not its prompt's pass),
-    the first-token band; every other row its regime's."""
+    the first-token band; a run under load whose server is busy half SERVER_FULL_SHARE of
+    it or more (engines.load_band), the server band; every other row its regime's."""
     if row.regime == PREFILL and first_token_share >= FIRST_TOKEN_FULL_SHARE / 2:
         return FIRST_TOKEN
+    if row.regime == LOAD and server_share >= SERVER_FULL_SHARE / 2:
+        return SERVER
     return row.regime
 
 

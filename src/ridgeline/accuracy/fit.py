@@ -427,9 +427,13 @@ class Band:
 # HBM parts and Macs no other source has, p7.5-p92.5 bands held 74% (that source 25 of its
 # 66), p6-p94 bands 76% (26 of 66; the check sources' 77%) and p5-p95 bands 78% (27 of 66),
 # but these held 90% of the corpus's own held-out rows, the edge of what the band may hold.
-# So the band is the p6-p94: about the 80% interval a new source meets (76%). `benchmarks/
+# Once the runs whose API server is busy took a band of their own (the server band), which
+# had widened every engine's load band, p6-p94 bands held 73.9% (TensorRT-LLM 0.13's 70B
+# cells at TP 4 lay inside only that padding), p5.5-p94.5 bands 75.5% (the check sources'
+# 77%; 87.5% of the corpus's own) and p5-p95 bands 77.1% (90% of the corpus's own). So the
+# band is the p5.5-p94.5: about the 80% interval a new source meets (76%). `benchmarks/
 # accuracy.py --checks` reports that coverage, and tests/test_accuracy.py holds it near 80%.
-BAND_PERCENTILES = (6.0, 94.0)
+BAND_PERCENTILES = (5.5, 94.5)
 
 
 MIN_BAND_ROWS = 6  # fewer held-out rows of an engine in a regime: its band pools its kind's

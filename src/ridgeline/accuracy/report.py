@@ -19,7 +19,16 @@ from functools import lru_cache
 from ridgeline import _files
 from ridgeline.accuracy import corpus, fit
 from ridgeline.accuracy.corpus import Row
-from ridgeline.engines import FIRST_TOKEN, PREFILL, EngineProfile, builtin_engines, ttft_band
+from ridgeline.engines import (
+    FIRST_TOKEN,
+    LOAD,
+    PREFILL,
+    SERVER,
+    EngineProfile,
+    builtin_engines,
+    load_band,
+    ttft_band,
+)
 
 
 @dataclass(frozen=True)
@@ -34,11 +43,14 @@ class Checked:
     # the share of the held-out TTFT predicted that is not the prompt's pass (0 for the
     # other rows): where it lies between the prefill and first-token bands
     first_token_share: float = 0.0
+    # the share of the held-out run its API server is busy (0 for rows not under load):
+    # where it lies between the load and server bands
+    server_share: float = 0.0
 
     @property
     def band_regime(self) -> str:
         """The band its slowdown joins (corpus.band_regime)."""
-        return corpus.band_regime(self.row, self.first_token_share)
+        return corpus.band_regime(self.row, self.first_token_share, self.server_share)
 
     @property
     def error(self) -> float:
@@ -87,7 +99,8 @@ def check(
         predicted, held_out = corpus.predict(row, p), corpus.predict(row, held)
         slowdown = corpus.slowdown(row, held, held_out) if row.kind in corpus.RATE_KINDS else None
         share = corpus.first_token_share(row, held, held_out)
-        out.append(Checked(row, predicted, held_out, slowdown, share))
+        busy = corpus.server_share(row, held, held_out)
+        out.append(Checked(row, predicted, held_out, slowdown, share, busy))
     return out
 
 
@@ -104,9 +117,12 @@ def band_regimes(checked: Iterable[Checked]) -> dict[str, str]:
 def band_of(c: Checked, made: dict[str, tuple[float, float]]) -> tuple[float, float]:
     """The band a row is held to, of the bands `made` by regime: a TTFT's, the prefill and
     first-token bands weighted by its first-token share (engines.ttft_band), as an
-    estimate's; every other row's, its regime's."""
+    estimate's; a run's under load, the load and server bands weighted by its server's
+    share (engines.load_band), as a simulated run's; every other row's, its regime's."""
     if c.row.regime == PREFILL:
         return ttft_band(made.get(PREFILL), made.get(FIRST_TOKEN), c.first_token_share) or (1.0, 1.0)
+    if c.row.regime == LOAD:
+        return load_band(made.get(LOAD), made.get(SERVER), c.server_share) or (1.0, 1.0)
     return made.get(c.row.regime, (1.0, 1.0))
 
 

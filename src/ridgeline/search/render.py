@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ridgeline._format import seconds
+from ridgeline._format import seconds, server_busy
 from ridgeline.search.run import SearchResult
 
 console = Console(highlight=False)
@@ -40,7 +40,8 @@ def band(b: dict[str, Any]) -> None:
     """The cheapest point again at each end of its engine's band under load."""
     lo, hi = b["time_ratio"]
     console.print(
-        f"the cheapest point at the ends of {b['profile']}'s 80% band under load ({lo:.2f}–{hi:.2f}x the "
+        f"the cheapest point at the ends of {b['profile']}'s 80% band under load"
+        f"{server_busy(b['server_share'])} ({lo:.2f}–{hi:.2f}x the "
         f"predicted time): fast, it {_end(b['fast'])}; slow, it {_end(b['slow'])}"
     )
 

@@ -31,7 +31,7 @@ from ridgeline.search.fidelity import SCREENS, WHOLE_BATCH, WINDOW, Work, simula
 from ridgeline.search.launch import launch
 from ridgeline.search.prune import demand, prune
 from ridgeline.search.space import Space, point_seed
-from ridgeline.search.stage import Context, Task, simulate_task
+from ridgeline.search.stage import Context, Task, run_means, simulate_task
 from ridgeline.search.store import Store
 from ridgeline.simulate.kvcache import MAX_BLOCK_TOKENS
 from ridgeline.simulate.report import server_warning
@@ -177,12 +177,17 @@ def auto_requests(rate_per_s: float, e2e_s: list[float]) -> int:
 def cheapest_band(ctx: Context, task: Task) -> dict[str, Any] | None:
     """The cheapest point's whole run again with its engine as slow as each end of the
     profile's band under load (Deployment.slowed): whether it still meets the SLO, and its
-    p99s, at each end; None without a profile that has such a band. The answer is the
-    cheapest point at the predicted speed: at the slow end another point may be."""
+    p99s, at each end; None without a profile that has such a band. The band is the one at
+    the share of the time a replica's API server is busy at the fleet's rate
+    (Deployment.load_band). The answer is the cheapest point at the predicted speed: at the
+    slow end another point may be."""
     d = ctx.deployments[task.deployment]
-    band = d.band(LOAD)
-    if band is None or d.engine is None:
+    if d.engine is None or d.band(LOAD) is None:
         return None
+    prompt_mean, output_mean = run_means(ctx, task)
+    busy = d.server_share(ctx.rate_per_s / task.replicas, prompt_mean, output_mean)
+    band = d.load_band(busy)
+    assert band is not None  # a profile with a load band has one at any share
     ends = {}
     for end, factor in zip(("fast", "slow"), band, strict=True):
         slowed = list(ctx.deployments)
@@ -191,7 +196,7 @@ def cheapest_band(ctx: Context, task: Task) -> dict[str, Any] | None:
         assert isinstance(row, dict)  # a whole run (screen 0) is a row
         keys = ("status", "error", "slo_attainment", "ttft_p99_s", "tpot_p99_s", "e2e_p99_s")
         ends[end] = {k: row[k] for k in keys}
-    return {"profile": d.engine.name, "time_ratio": list(band), **ends}
+    return {"profile": d.engine.name, "time_ratio": list(band), "server_share": busy, **ends}
 
 
 def check_settings(s: Settings) -> float:

@@ -118,7 +118,9 @@ class Confidence:
 @dataclass(frozen=True)
 class Band:
     """The plan again with the engine as slow as each end of its band under load (its
-    profile's `uncertainty.load`: published runs under load that no fit saw took from
+    profile's `uncertainty.load`, moved to its `uncertainty.server` as the share of the
+    time a replica's API server is busy at the planned rate, `server_share`, goes to a
+    fifth (Deployment.load_band): published runs under load that no fit saw took from
     `time_ratio[0]` to `time_ratio[1]` times the predicted time, 80% of them): every step
     and first token that many times as long (Deployment.slowed). Each figure is [low, high]:
     the rate a replica takes from the slow end's to the fast end's, the replicas, GPUs and
@@ -127,6 +129,7 @@ class Band:
 
     profile: str
     time_ratio: list[float]
+    server_share: float  # of the planned rate's time, a replica's API server's (Deployment.server_share)
     max_rate_per_replica: list[float | None]
     replicas: list[int | None]
     gpus: list[int | None]
@@ -137,12 +140,17 @@ class Band:
     unmeasured: list[str] = field(default_factory=list)  # terms whose priors stand (EngineProfile.unmeasured)
 
 
-def banded(m: Deployment, plan_on: Callable[[Deployment], Capacity]) -> Band | None:
-    """`plan_on` again on `m` with its engine as slow as each end of its band under load;
-    None without an engine profile that has one."""
-    band, engine = m.band(LOAD), m.engine
-    if band is None or engine is None:
+def banded(m: Deployment, plan_on: Callable[[Deployment], Capacity], planned: Capacity) -> Band | None:
+    """`plan_on` again on `m` with its engine as slow as each end of its band under load, at
+    the share of the time its API server is busy at the `planned` rate
+    (Deployment.load_band); None without an engine profile that has one."""
+    engine = m.engine
+    if engine is None or m.band(LOAD) is None:
         return None
+    at = planned.at_max
+    busy = m.server_share(at["rate_per_s"], at["prompt_tokens_mean"], at["output_tokens_mean"])
+    band = m.load_band(busy)
+    assert band is not None  # a profile with a load band has one at any share
     lo, hi = band
     fast, fast_why = _plan_or_why(plan_on, m, lo)
     slow, slow_why = _plan_or_why(plan_on, m, hi)
@@ -155,6 +163,7 @@ def banded(m: Deployment, plan_on: Callable[[Deployment], Capacity]) -> Band | N
     return Band(
         profile=engine.name,
         time_ratio=[lo, hi],
+        server_share=busy,
         max_rate_per_replica=ends("max_rate_per_replica", True),
         replicas=ends("replicas", False),
         gpus=ends("gpus", False),
@@ -645,5 +654,6 @@ def compare(
 
     plans = [plan_on(d) for d in deployments]
     if band:
-        plans = [replace(p, uncertainty=banded(d, plan_on)) for p, d in zip(plans, deployments, strict=True)]
+        pairs = zip(plans, deployments, strict=True)
+        plans = [replace(p, uncertainty=banded(d, plan_on, p)) for p, d in pairs]
     return sorted(plans, key=lambda p: p.usd_per_million_tokens)

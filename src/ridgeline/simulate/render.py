@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from ridgeline._format import rate, seconds
+from ridgeline._format import rate, seconds, server_busy
 from ridgeline.simulate.workload import Workload
 
 if TYPE_CHECKING:
@@ -109,7 +109,8 @@ def band(u: dict[str, Any] | None) -> None:
     lo, hi = u["time_ratio"]
     served = u["throughput_tokens_per_s"]
     console.print(
-        f"80% band ({u['profile']} under load: published runs took {lo:.2f}–{hi:.2f}x the predicted "
+        f"80% band ({u['profile']} under load{server_busy(u['server_share'])}: published runs took "
+        f"{lo:.2f}–{hi:.2f}x the predicted "
         f"time; the run at each end): TTFT p50 {_between(u['ttft_p50_s'])} · "
         f"TPOT p50 {_between(u['tpot_p50_s'])} · "
         f"E2E p50 {_between(u['e2e_p50_s'])}"
@@ -139,7 +140,8 @@ def plan_band(p: dict[str, Any]) -> None:
     lo, hi = u["time_ratio"]
     rates, gpus, cost = u["max_rate_per_replica"], u["gpus"], u["usd_per_million_tokens"]
     head = (
-        f"{p['deployment']['gpu']}: 80% band ({u['profile']} under load, {lo:.2f}–{hi:.2f}x the "
+        f"{p['deployment']['gpu']}: 80% band ({u['profile']} under load{server_busy(u['server_share'])}, "
+        f"{lo:.2f}–{hi:.2f}x the "
         "predicted time): "
     )
     if u["fast_end"] is not None:  # no plan at the fast end: why, at each end that has none

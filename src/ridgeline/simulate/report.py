@@ -19,7 +19,6 @@ from typing import Any
 
 from ridgeline import ledger, metrics
 from ridgeline.deployment import Deployment
-from ridgeline.engines import LOAD
 from ridgeline.simulate.engine import Engine
 from ridgeline.simulate.requests import Requests
 
@@ -170,6 +169,7 @@ def load_band(
     m: Deployment,
     s: metrics.Summary,
     saturated: bool,
+    server_share: float = 0.0,
     ends: tuple[metrics.Summary, metrics.Summary] | None = None,
 ) -> dict[str, Any] | None:
     """The engine profile's band under load on this run (engines.toml's `uncertainty.load`:
@@ -181,10 +181,12 @@ def load_band(
     engine that keeps up serves the same arrivals). A closed loop's slowed run is the same
     run with every time that many times as long, so without `ends` the times are scaled; an
     open-loop run's queue magnifies a slower engine's steps, so its `ends` are the runs
-    again on the engine at each end, fast then slow (simulate's `band_runs`). None without
-    an engine profile that has such a band. The band was made of medians and throughputs,
-    so it bounds those; a p99 is further from any published run."""
-    band = m.band(LOAD)
+    again on the engine at each end, fast then slow (simulate's `band_runs`). A run whose
+    API server is busy `server_share` of it or more takes the profile's server band, which
+    holds the server's own misses, in part (Deployment.load_band). None without an engine
+    profile that has such a band. The band was made of medians and throughputs, so it
+    bounds those; a p99 is further from any published run."""
+    band = m.load_band(server_share)
     if band is None or m.engine is None:
         return None
     lo, hi = band
@@ -208,6 +210,7 @@ def load_band(
     return {
         "profile": m.engine.name,
         "time_ratio": [lo, hi],
+        "server_share": server_share,
         "ttft_p50_s": ttft,
         "tpot_p50_s": tpot,
         "e2e_p50_s": e2e,

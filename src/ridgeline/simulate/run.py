@@ -304,8 +304,11 @@ def with_band_runs(
     """The run's summary with its band from the runs at each end of the band (the same
     arrivals: the workload's seed, or its trace), each counted on after the run's requests."""
     s = result.summary
-    band = result.machine.band(LOAD)
-    assert s is not None and band is not None
+    assert s is not None
+    rate = s.offered_rate_per_s if s.offered_rate_per_s is not None else s.requests_per_s
+    busy = server_share(result.machine, result.reqs, rate, replicas)
+    band = result.machine.load_band(busy)
+    assert band is not None
     done = len(result.reqs)
     ends = []
     for k, factor in enumerate(band, start=1):
@@ -316,7 +319,15 @@ def with_band_runs(
         ends.append(run.summary)
     fast, slow = ends
     saturated = s.overloaded or slow.overloaded  # the throughput is the engine's at the slow end
-    return replace(s, uncertainty=report.load_band(result.machine, s, saturated, (fast, slow)))
+    return replace(s, uncertainty=report.load_band(result.machine, s, saturated, busy, (fast, slow)))
+
+
+def server_share(m: Deployment, reqs: Requests, rate_per_s: float, replicas: int) -> float:
+    """The share of the run a replica's API server is busy (Deployment.server_share) at this
+    rate shared over the replicas, with the requests' mean prompt and emitted tokens."""
+    if not len(reqs):
+        return 0.0
+    return m.server_share(rate_per_s / replicas, mean_tokens(reqs.prompt), mean_tokens(reqs.output) + 1)
 
 
 def _counted_after(progress: Callable[[int], None], before: int, done: int) -> None:
@@ -340,8 +351,9 @@ def summarize_run(
     growth = report.queue_growth(reqs)
     overloaded = report.overloaded(reqs, workload.closed, growth)
     notes = warnings(shared, overloaded, offered)
+    rate = offered if offered is not None else shared.requests_per_s
+    busy = server_share(m, reqs, rate, replicas)
     if len(reqs):
-        rate = offered if offered is not None else shared.requests_per_s
         streamed = mean_tokens(reqs.output) + 1  # tokens emitted: M + 1
         server = report.server_warning(m, mean_tokens(reqs.prompt), streamed, rate, replicas)
         notes = notes if server is None else (server, *notes)
@@ -353,7 +365,7 @@ def summarize_run(
         overloaded=overloaded,
         queue_growth=growth,
         slo=slo_verdict(shared, slo),
-        uncertainty=report.load_band(m, shared, workload.closed or overloaded),
+        uncertainty=report.load_band(m, shared, workload.closed or overloaded, busy),
         utilisation=report.utilisation(engines, m, makespan),
         deployment={
             "model": m.arch.name,
