@@ -453,7 +453,7 @@ ITL_P99 = {"F14": 11.48, "F15": 40.98, "F16": 24.38, "N07": 23.32}
 def itl() -> list[dict[str, Any]]:
     """Each run's P99 ITL simulated with the fitted profile and with the one fitted without
     the run's source."""
-    by_id = {r.id: r for r in corpus.rows()}
+    by_id = {r.id: r for r in (*corpus.rows(), *corpus.excluded_rows())}  # F15's workload too
     profiles = builtin_engines()
     points = []
     for rid, measured in ITL_P99.items():

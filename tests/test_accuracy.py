@@ -27,11 +27,11 @@ from ridgeline.engines import builtin_engines
 # before llama.cpp's run on an H100 PCIe in issue 6763, Y01, joined; 8.03% over the 239 rows
 # before llama.cpp's runs on twelve accelerators, X01-X70, joined, which read 8.22% then)
 HELD_OUT_MEDIAN = 0.10
-IN_SAMPLE_MEDIAN = 0.08  # the fitted profiles on their own rows (measured 6.64%)
-BAND_COVERAGE = (0.70, 0.90)  # the share of held-out rows inside their band (measured 87.5%)
-UNSEEN_COVERAGE = (0.65, 0.90)  # of the check sources' rows, in bands rebuilt without each (measured 77.0%)
+IN_SAMPLE_MEDIAN = 0.08  # the fitted profiles on their own rows (measured 6.63%)
+BAND_COVERAGE = (0.70, 0.90)  # the share of held-out rows inside their band (measured 87.7%)
+UNSEEN_COVERAGE = (0.65, 0.90)  # of the check sources' rows, in bands rebuilt without each (measured 76.2%)
 # Of every source's rows, corpus and checks, in bands rebuilt without that source: what the
-# band's percentiles are calibrated to (fit.BAND_PERCENTILES; measured 75.5%; 75.1% with p6-p94
+# band's percentiles are calibrated to (fit.BAND_PERCENTILES; measured 75.9%; 75.1% with p6-p94
 # bands before the server band split from the load band, 76.2% while open-loop runs entered the
 # bands as measured / predicted latency, not as the engine's slowdown).
 SOURCE_COVERAGE = (0.75, 0.85)
@@ -53,7 +53,8 @@ SOURCE_COVERAGE = (0.75, 0.85)
 # 9.0% once the H100 PCIe took the H100 SXM's FLOP per joule; 8.5% once the parts the MAMF
 # table lacks took a measured torch matmul's rate, and the RTX 6000 Ada the L40S's at its
 # power; 7.2% once vLLM's host work a step hid behind its async scheduling and its
-# first-token cost was no longer F15's alone: see the README's accuracy notes)
+# first-token cost was no longer F15's alone; 7.4% over the 99 of them left once F15, a
+# release's stalled server, left the corpus: see the README's accuracy notes)
 LATER = (
     {f"K{i:02d}" for i in range(4, 30)}
     | {f"M{i:02d}" for i in range(1, 11)}
@@ -67,7 +68,7 @@ LATER = (
     | {f"Q{i:02d}" for i in range(1, 7)}
     | {"Y01"}
 )
-FIRST_100_HELD_OUT_MEDIAN = 0.10  # the target itself (measured 7.21%)
+FIRST_100_HELD_OUT_MEDIAN = 0.10  # the target itself (measured 7.36%)
 # the sources kept as checks, which no profile was fitted to (measured 22.4%; 21.2% while vLLM's
 # first-token cost was 19 ms: its older servers' TTFTs there read faster at 10 ms)
 CHECKS_MEDIAN = 0.23
@@ -80,7 +81,7 @@ def checked() -> list[report.Checked]:
 
 def test_every_row_but_the_excluded_is_checked(checked: list[report.Checked]) -> None:
     published = corpus.rows()
-    assert len(checked) == len(published) == 311
+    assert len(checked) == len(published) == 310
     assert not {c.row.id for c in checked} & set(corpus.EXCLUDED)
     assert all(math.isfinite(c.predicted) and c.predicted > 0 for c in checked)
 
@@ -89,29 +90,30 @@ def test_held_out_error_stays_where_it_was_measured(checked: list[report.Checked
     assert report.median_abs([c.held_out_error for c in checked]) <= HELD_OUT_MEDIAN
     assert report.median_abs([c.error for c in checked]) <= IN_SAMPLE_MEDIAN
     first = [c.held_out_error for c in checked if c.row.id not in LATER]
-    assert len(first) == 100 and report.median_abs(first) <= FIRST_100_HELD_OUT_MEDIAN
+    assert len(first) == 99 and report.median_abs(first) <= FIRST_100_HELD_OUT_MEDIAN  # but F15
 
 
 def test_few_rows_are_far_off(checked: list[report.Checked]) -> None:
-    """The issue's target is none more than 40% off: held out, 6 rows still are (F15, K11, F16;
+    """The issue's target is none more than 40% off: held out, 4 rows still are (K11, F16;
     F09, TensorRT-LLM's server on gpt-oss-20b, whose ShareGPT run its server and its release's
     interim MoE kernels slowed: the only
     row left of the engine's unpacked 4-bit weights and of its server's throughput, so that
     left out both fall back to their priors, fast, since N15 left the fit and its kernels
     stopped losing the warp-level MMA's rate (5 before);
-    vLLM 0.22's TTFT of one request at a time, Q01, whose source alone runs vLLM with async
-    scheduling, so that left out its first-token cost is the older servers'; and llama.cpp's
+    and llama.cpp's
     X41, an A100 SXM's F16 decode, whose source but for Y01, a
     4-bit decode on an H100 PCIe, alone has HBM parts, so that left out its cores' bound for
     16-bit weights falls back to its prior; 8 with X35 and X45 before Y01 joined; 9 with X48
     before every llama.cpp matmul on Hopper kept the warp-level MMA's rate, 10 before the parts
     the MAMF table lacks took measured matmul rates, 6 with D30 before a step waited on GB200's
     host, 13 before SGLang's and TensorRT-LLM's overlapped scheduling; N07 and N14 too before
-    vLLM's first-token cost was no longer F15's alone), and in-sample one (F15; X48,
-    llama.cpp's F16 prompt on the H100 PCIe, read +52% until then, X18's on the RTX 6000 Ada
-    +48% until it took the L40S's rate at its 300 W)."""
-    assert sum(abs(c.held_out_error) > 0.4 for c in checked) <= 6
-    assert sum(abs(c.error) > 0.4 for c in checked) <= 1
+    vLLM's first-token cost was no longer F15's alone; 6 with F15 and Q01 before F15 left the
+    corpus, vLLM 0.22's TTFT of one request at a time then reading +65% held out on the
+    older servers' first-token cost), and in-sample none (F15 until it left the corpus, -68%;
+    X48, llama.cpp's F16 prompt on the H100 PCIe, read +52% until then, X18's on the RTX 6000
+    Ada +48% until it took the L40S's rate at its 300 W)."""
+    assert sum(abs(c.held_out_error) > 0.4 for c in checked) <= 4
+    assert sum(abs(c.error) > 0.4 for c in checked) == 0
 
 
 def test_the_fit_beats_its_priors_on_sources_it_never_saw(checked: list[report.Checked]) -> None:
@@ -241,7 +243,7 @@ def test_bands_rebuilt_without_a_check_source_hold_about_four_in_five_of_its_row
     checked: list[report.Checked], checks: list[report.Checked]
 ) -> None:
     """Rebuilt without one check source, the bands hold most of that source's rows, over the
-    five sources: 77% (97 of 126: 29 of the Qwen3 dense pages' 38, 7 of the DeepSeek-R1
+    five sources: 76% (96 of 126: 29 of the Qwen3 dense pages' 38, 6 of the DeepSeek-R1
     page's 9, 29 of the Qwen3-235B pages' 29, 22 of the GLM pages' 40, 10 of vLLM 0.6.0's 10;
     72% with p6-p94 bands before the runs whose API server is busy took the server band;
     77% while open-loop runs entered the bands as measured / predicted latency, which
@@ -265,7 +267,7 @@ def test_bands_rebuilt_without_any_one_source_hold_four_in_five_of_its_rows(
     checked: list[report.Checked], checks: list[report.Checked]
 ) -> None:
     """The band is the 80% interval a source it was not made from meets: rebuilt without each
-    source in turn, corpus and checks, the p5.5-p94.5 bands hold 75.5% of that source's rows
+    source in turn, corpus and checks, the p5.5-p94.5 bands hold 75.9% of that source's rows
     (p6-p94 bands 73.9%, and 75.1% before the server band split from the load band; 76.2%
     while open-loop runs entered them as measured / predicted latency)
     (p7.5-p92.5 bands held 73.6% once llama.cpp's runs on twelve accelerators joined, 25 of
@@ -297,14 +299,15 @@ def test_a_ttft_row_joins_the_band_of_the_part_that_weighs_in_it(
     """A TTFT run in process (trtllm-bench, llama-bench's prompt processing) is the prompt's
     pass alone and joins the prefill band; a TTFT over HTTP whose server's first-token cost
     is a tenth or more of its prediction joins the first-token band: TensorRT-LLM's
-    trtllm-serve at concurrency 4 on a 233-token prompt (F16), and vLLM's (F15)."""
+    trtllm-serve at concurrency 4 on a 233-token prompt (F16), and vLLM 0.22's at one
+    request on short chat prompts (Q01)."""
     by_id = {c.row.id: c for c in (*checked, *checks)}
     for c in by_id.values():
         if c.row.regime == "prefill" and not c.row.http:
             assert c.first_token_share == 0.0 and c.band_regime == "prefill"
         if c.row.regime != "prefill":
             assert c.first_token_share == 0.0 and c.band_regime in (c.row.regime, "server")
-    for i in ("F15", "F16"):
+    for i in ("Q01", "F16"):
         assert by_id[i].first_token_share >= 0.1 and by_id[i].band_regime == "first_token"
 
 
@@ -634,7 +637,8 @@ def test_the_amd_pages_releases_and_oracles_batches_as_json() -> None:
     assert data["summary"]["band_coverage"] == sum(inside) / len(points) >= AMD_BAND_COVERAGE
 
 
-SMALL_HELD_OUT_MEDIAN = 0.30  # Qwen2.5 0.5B to 3B on vLLM 0.6.3, never fitted (measured 27.1%)
+# Qwen2.5 0.5B to 3B on vLLM 0.6.3, never fitted (measured 30.8%; 27.1% while F15 was fitted)
+SMALL_HELD_OUT_MEDIAN = 0.32
 
 
 def test_the_small_qwen_models_as_json() -> None:
@@ -725,13 +729,15 @@ def test_the_serving_tables_points_as_json() -> None:
     assert every["engine_median"] <= SERVING_ENGINE_TTFT_MEDIAN
 
 
-ITL_P99_MEDIAN = 0.60  # the P99 ITL of the corpus's concurrency-4 runs, never fitted (measured 58.6%)
+# the P99 ITL of the corpus's concurrency-4 runs, never fitted (measured 61.2%; 58.6% while F15 was fitted)
+ITL_P99_MEDIAN = 0.62
 
 
 def test_the_p99_itl_of_the_concurrency_4_runs_as_json() -> None:
     """`--itl --json`: the P99 ITL GPUStack's pages print for the runs of F14, F15, F16 and
-    N07, each simulated as those rows' runs are, its error from its own values; no profile
-    was fitted to them, so the median is a check, held where it was measured."""
+    N07, each simulated as those rows' runs are (F15's too, though it left the corpus: its
+    workload, accuracy.corpus.excluded_rows), its error from its own values; no profile was
+    fitted to them, so the median is a check, held where it was measured."""
     import subprocess
     import sys
 
