@@ -31,7 +31,7 @@ from ridgeline.search.fidelity import SCREENS, WHOLE_BATCH, WINDOW, Work, simula
 from ridgeline.search.launch import launch
 from ridgeline.search.prune import demand, prune
 from ridgeline.search.space import Space, point_seed
-from ridgeline.search.stage import Context, Task, run_means, simulate_task
+from ridgeline.search.stage import Context, Task, simulate_task
 from ridgeline.search.store import Store
 from ridgeline.simulate.kvcache import MAX_BLOCK_TOKENS
 from ridgeline.simulate.report import server_warning
@@ -174,18 +174,18 @@ def auto_requests(rate_per_s: float, e2e_s: list[float]) -> int:
     return min(max(n, MIN_REQUESTS), MAX_REQUESTS)
 
 
-def cheapest_band(ctx: Context, task: Task) -> dict[str, Any] | None:
+def cheapest_band(ctx: Context, task: Task, point: dict[str, Any]) -> dict[str, Any] | None:
     """The cheapest point's whole run again with its engine as slow as each end of the
     profile's band under load (Deployment.slowed): whether it still meets the SLO, and its
     p99s, at each end; None without a profile that has such a band. The band is the one at
-    the share of the time a replica's API server is busy at the fleet's rate
-    (Deployment.load_band). The answer is the cheapest point at the predicted speed: at the
-    slow end another point may be."""
+    the share of the time a replica's API server is busy at the fleet's rate, with the
+    `point`'s row's token means (Deployment.load_band). The answer is the cheapest point at
+    the predicted speed: at the slow end another point may be."""
     d = ctx.deployments[task.deployment]
     if d.engine is None or d.band(LOAD) is None:
         return None
-    prompt_mean, output_mean = run_means(ctx, task)
-    busy = d.server_share(ctx.rate_per_s / task.replicas, prompt_mean, output_mean)
+    per_replica = ctx.rate_per_s / task.replicas
+    busy = d.server_share(per_replica, point["prompt_tokens_mean"], point["output_tokens_mean"])
     band = d.load_band(busy)
     assert band is not None  # a profile with a load band has one at any share
     ends = {}
@@ -334,7 +334,7 @@ def _search(
     warnings = []
     band = None
     if best is not None and not interrupted:
-        band = cheapest_band(ctx, next(t for t in tasks if t.key == best["key"]))
+        band = cheapest_band(ctx, next(t for t in tasks if t.key == best["key"]), best)
     if best is not None:
         d = pruned.deployments[keys[best["key"]].shape]
         found = launch(best, s.model, d, s.block_tokens, s.gpu_memory_utilization)

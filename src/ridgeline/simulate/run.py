@@ -304,9 +304,8 @@ def with_band_runs(
     """The run's summary with its band from the runs at each end of the band (the same
     arrivals: the workload's seed, or its trace), each counted on after the run's requests."""
     s = result.summary
-    assert s is not None
-    rate = s.offered_rate_per_s if s.offered_rate_per_s is not None else s.requests_per_s
-    busy = server_share(result.machine, result.reqs, rate, replicas)
+    assert s is not None and s.uncertainty is not None  # the run's own band (summarize_run)
+    busy = s.uncertainty["server_share"]
     band = result.machine.load_band(busy)
     assert band is not None
     done = len(result.reqs)
