@@ -5,7 +5,11 @@ Each command runs as a whole process (start-up included), interleaved with the o
 the medians are reported with the answers: replicas, GPUs, rate per replica, $ per million
 tokens, and the simulated trials behind them.
 
-Run: python benchmarks/bench_plan.py [--repeats 3] [--compare]   (figures go into the README)
+With --band ENGINE it times the same question on that engine's profile with its 80% band
+(the plan again at each end) against `--no-band`, and reports the band's figures.
+
+Run: python benchmarks/bench_plan.py [--repeats 3] [--compare] [--band vllm]
+(figures go into the README)
 """
 
 from __future__ import annotations
@@ -51,7 +55,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--compare", action="store_true", help="the three-deployment comparison as well")
+    ap.add_argument("--band", metavar="ENGINE", help="time the band's two more plans on this engine")
     opts = ap.parse_args()
+    if opts.band:
+        print(json.dumps(band_cost([*QUESTION, "--engine", opts.band], opts.repeats), indent=2))
+        return
     questions = {"readme": QUESTION}
     if opts.compare:
         questions["compare"] = [*QUESTION[4:], *COMPARE]
@@ -76,6 +84,21 @@ def main() -> None:
             "answers": answers,
         }
     print(json.dumps(report, indent=2))
+
+
+def band_cost(args: list[str], repeats: int) -> dict:
+    """The plan with its band against `--no-band`, interleaved, and the band it reports."""
+    wall: dict[str, list[float]] = {"band": [], "no_band": []}
+    band = None
+    for _ in range(repeats):
+        for label, extra in (("band", []), ("no_band", ["--no-band"])):
+            t, data = timed([*args, *extra])
+            wall[label].append(t)
+            if label == "band":
+                u = data["plans"][0]["uncertainty"]
+                band = {k: u[k] for k in ("time_ratio", "max_rate_per_replica", "gpus")}
+    band_s, plain_s = statistics.median(wall["band"]), statistics.median(wall["no_band"])
+    return {"band_s": band_s, "no_band_s": plain_s, "ratio": band_s / plain_s, "band": band}
 
 
 if __name__ == "__main__":

@@ -101,3 +101,18 @@ def test_the_screen_sizes_the_fleet_as_the_full_search_does() -> None:
         else:  # searched again at full length: the full search's own answer
             assert fast.max_rate_per_replica == rate
     assert screened == [True, False]
+
+
+def test_a_bands_end_confirms_the_screens_estimate_as_it_is() -> None:
+    """Where the screen leaves the fleet's size open, a band's end (`settle=False`) does not
+    search its seeds again at full length: it confirms the screen's estimate on fresh seeds."""
+    m, slo, n = Deployment.build(), metrics.Slo(ttft_s=0.5, tpot_s=0.03), 4000
+    screen = capacity(m, SHORT, slo, requests=n)  # no target: the screen always stands
+    lo, mean = seeds_estimate(screen.seed_rates), statistics.fmean(screen.seed_rates)
+    near = 5 * (lo + mean) / 2
+    assert math.ceil(near / lo) != math.ceil(near / mean)  # open: the plan would search again
+    end = capacity(m, SHORT, slo, target_rate_per_s=near, requests=n, settle=False)
+    c = end.confidence
+    assert c.screen_requests < n and end.seed_rates == screen.seed_rates
+    assert end.max_rate_per_replica <= lo and c.confirm_runs == c.confirm_met >= 2
+    assert end.replicas == math.ceil(near / end.max_rate_per_replica)

@@ -413,11 +413,14 @@ def capacity(
     price_per_gpu_hour: float | None = None,
     tick: Tick | None = None,
     exhaustive: bool = False,
+    settle: bool = True,
 ) -> Capacity:
     """The plan for one deployment; `requests` per run defaults to RUN_TURNOVERS turnovers.
     The seeds' rates are found with screening runs of SCREEN_TURNOVERS turnovers and the
     chosen rate confirmed at full length (`exhaustive`: every run at full length, one
-    confirming run)."""
+    confirming run). Where the screens leave the fleet's size open, the seeds are searched
+    again at full length; without `settle` the screens' estimate is confirmed as it is (a
+    band's ends: `banded`)."""
     cfg = engine or EngineConfig()
     tick = tick or (lambda: None)
     check_plan(target_rate_per_s, requests, seeds)
@@ -468,7 +471,7 @@ def capacity(
 
     screen_n = n if exhaustive else min(n, first.screen_requests)
     rates, trials = screen(screen_n)
-    if screen_n < n and not settled(rates, target_rate_per_s):
+    if settle and screen_n < n and not settled(rates, target_rate_per_s):
         screen_n = n  # the short runs' spread leaves the fleet's size open: search at full length
         rates, more = screen(n)
         trials += more
@@ -647,13 +650,17 @@ def compare(
         raise RidgelineError(f"plan 1 to {MAX_DEPLOYMENTS} deployments at a time, not {len(deployments):,}")
     check_plan(target_rate_per_s, requests, seeds, len(deployments))
 
-    def plan_on(d: Deployment) -> Capacity:
-        return capacity(
-            d, workload, slo, target_rate_per_s, engine, requests, seeds, price_per_gpu_hour, tick, exhaustive
-        )
+    def plan_on(d: Deployment, settle: bool = True) -> Capacity:
+        args = (workload, slo, target_rate_per_s, engine, requests, seeds, price_per_gpu_hour, tick)
+        return capacity(d, *args, exhaustive=exhaustive, settle=settle)
+
+    def end_on(d: Deployment) -> Capacity:
+        """A band's end: the screens' estimate, confirmed, is close enough for an end of an
+        80% interval, and the fleet they leave open is within the band's width."""
+        return plan_on(d, settle=False)
 
     plans = [plan_on(d) for d in deployments]
     if band:
         pairs = zip(plans, deployments, strict=True)
-        plans = [replace(p, uncertainty=banded(d, plan_on, p)) for p, d in pairs]
+        plans = [replace(p, uncertainty=banded(d, end_on, p)) for p, d in pairs]
     return sorted(plans, key=lambda p: p.usd_per_million_tokens)
