@@ -6,6 +6,7 @@ src/ridgeline/data/corpus/cv.json (the accuracy test and benchmark read them).
     python scripts/fit_engines.py --write    # fit and write both files
     python scripts/fit_engines.py --reuse --write   # write from the last fit, not refitting
     python scripts/fit_engines.py --engine trtllm --write   # refit one, the rest from the last fit
+    python scripts/fit_engines.py --provenance   # the shipped numbers, their provenance worked out again
 
 The priors are data/corpus/priors.toml: a refit starts from them, never from its own
 last output. Each engine is fitted on its own rows, once on all of them and once without
@@ -26,6 +27,7 @@ import math
 import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from ridgeline.accuracy import corpus, fit, report  # noqa: E402
-from ridgeline.engines import EngineProfile, profile_to_toml  # noqa: E402
+from ridgeline.engines import EngineProfile, get_engine, profile_to_toml  # noqa: E402
 
 ENGINES_TOML = ROOT / "src" / "ridgeline" / "data" / "engines.toml"
 CV_JSON = ROOT / "src" / "ridgeline" / "data" / "corpus" / "cv.json"
@@ -42,11 +44,11 @@ HEADER = """# Engine profiles: how close to the roofline each serving engine run
 # the terms). Fitted by scripts/fit_engines.py to the published measurements in
 # data/corpus/ (a bounded least squares on log(predicted / measured) with a prior on every
 # parameter); `provenance` says, for every number, whether rows of the corpus moved it
-# (and which) or it is the physical prior. `uncertainty` is, per regime (a TTFT's:
-# `prefill`, or `first_token` where the server's share of it is a tenth or more; a run's
-# under load: `load`, or `server` where its API server is busy a tenth of the time or
-# more), the p5.5 and p94.5 of the held-out rows' slowdowns: how many times as slow the
-# engine must be to predict each row (measured / predicted time; for an open-loop run,
+# (which, and of how many sources) or it is the physical prior. `uncertainty` is, per
+# regime (a TTFT's: `prefill`, or `first_token` where the server's share of it is a tenth
+# or more; a run's under load: `load`, or `server` where its API server is busy a tenth
+# of the time or more), the p5.5 and p94.5 of the held-out rows' slowdowns: how many times
+# as slow the engine must be to predict each row (measured / predicted time; for an open-loop run,
 # whose queue magnifies the engine's speed, the slowdown that predicts its measured
 # median), over the corpus's rows, each predicted by the fit that left its source out,
 # and those of the sources kept as checks, which no fit saw.
@@ -94,20 +96,45 @@ def fit_engines(names: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def provenance(result: dict[str, Any], prior: EngineProfile) -> dict[str, str]:
-    """Where each fitted number came from: the rows that moved it, or its prior. A term that
-    rows rest on but none moves (a bound that binds on none of them: llama.cpp's cores'
-    streaming of 8-bit weights, whose two rows ran on an RTX 4090's GDDR6X) keeps its prior
-    exactly, and says so: a prediction that rests on it is unmeasured there."""
+    """Where each fitted number came from: the rows that moved it, of how many sources, or
+    its prior. A term that one source alone moved stands at its prior in that source's fold,
+    so no second source confirms it (EngineProfile.one_source). A term that rows rest on but
+    none moves (a bound that binds on none of them: llama.cpp's cores' streaming of 8-bit
+    weights, whose two rows ran on an RTX 4090's GDDR6X) keeps its prior exactly, and says
+    so: a prediction that rests on it is unmeasured there."""
+    group = {r.id: r.group for r in corpus.rows()}
     out = {}
     for key, ids, x in zip(result["params"], result["uses"], result["x"], strict=True):
         was = fit.get(prior, key)
         if ids and not math.isclose(math.exp(x), was, rel_tol=1e-9):
-            out[key] = f"fitted to {len(ids)} rows ({_span(ids)}); prior {was:.4g}"
+            sources = len({group[i] for i in ids})
+            out[key] = (
+                f"fitted to {len(ids)} rows of {sources} source{'s' if sources > 1 else ''} "
+                f"({_span(ids)}); prior {was:.4g}"
+            )
         elif ids:
             out[key] = f"prior {was:.4g}: the rows that rest on it ({_span(ids)}) do not move it"
         else:
             out[key] = f"prior {was:.4g}: no corpus row of this engine depends on it"
     return out
+
+
+def rewrite_provenance(names: list[str]) -> list[str]:
+    """The shipped profiles, their numbers and bands as they are, with the provenance of
+    each fitted term worked out again from the corpus (which rows rest on it, of how many
+    sources): what a fit writes, without fitting again."""
+    lines = [HEADER]
+    for name in names:
+        shipped, pb = get_engine(name), _problem(name)
+        uses = [[r.id for r, u in zip(pb.rows, col, strict=True) if u] for col in zip(*pb.uses, strict=True)]
+        result = {
+            "params": [p.key for p in pb.params],
+            "uses": uses,
+            "x": [math.log(fit.get(shipped, p.key)) for p in pb.params],
+        }
+        prov = dict(shipped.provenance) | provenance(result, corpus.priors()[name])
+        lines.append(profile_to_toml(replace(shipped, provenance=prov)) + "\n")
+    return lines
 
 
 def unfitted_gemm(result: dict[str, Any], prior: EngineProfile) -> dict[str, str]:
@@ -175,8 +202,15 @@ def main() -> None:
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--reuse", action="store_true", help=f"reuse the last fit ({CACHE.name}), write from it")
     ap.add_argument("--engine", action="append", default=[], help="refit only this engine (repeatable)")
+    ap.add_argument(
+        "--provenance", action="store_true", help="rewrite the shipped profiles' provenance only, not fitting"
+    )
     args = ap.parse_args()
     names = sorted(corpus.priors())
+    if args.provenance:
+        ENGINES_TOML.write_text("".join(rewrite_provenance(names)).rstrip("\n") + "\n", encoding="utf-8")
+        print(f"wrote the provenance of {ENGINES_TOML.relative_to(ROOT)}")
+        return
     if unknown := sorted(set(args.engine) - set(names)):
         sys.exit(f"fit_engines: no engine {', '.join(unknown)} (have {', '.join(names)})")
     refit = [] if args.reuse else args.engine or names
@@ -210,9 +244,9 @@ def main() -> None:
             prov[f"uncertainty.{g}"] = f"p{lo:g}, p{hi:g} of the held-out slowdowns: {b.made_of}"
         out = _with(fitted[name], band, prov)
         lines.append(profile_to_toml(out) + "\n")
-        held = [abs(math.exp(e) - 1) for e in res["held_out"].values()]
-        med, worst = statistics.median(held), max(held)
-        print(f"{name}: {len(held)} rows, held-out median |error| {med:.1%}, worst {worst:.1%}")
+        misses = [abs(math.exp(e) - 1) for e in res["held_out"].values()]
+        med, worst = statistics.median(misses), max(misses)
+        print(f"{name}: {len(misses)} rows, held-out median |error| {med:.1%}, worst {worst:.1%}")
     every = [abs(math.exp(e) - 1) for res in results.values() for e in res["held_out"].values()]
     med, worst = statistics.median(every), max(every)
     print(f"all: {len(every)} rows, held-out median |error| {med:.1%}, worst {worst:.1%}")
@@ -258,8 +292,6 @@ def _fitted(name: str, res: dict[str, Any]) -> EngineProfile:
 
 
 def _with(p: EngineProfile, band: dict[str, tuple[float, float]], prov: dict[str, str]) -> EngineProfile:
-    from dataclasses import replace
-
     source = "fitted by scripts/fit_engines.py to data/corpus (see provenance)"
     return replace(p, uncertainty=band, provenance=prov, source=source)
 

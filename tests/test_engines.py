@@ -506,6 +506,38 @@ def test_every_term_a_corpus_deployment_rests_on_was_fitted() -> None:
     assert unmoved == {("llamacpp", "stream.w8"), ("vllm", "dequant.w8")}
 
 
+def test_a_prediction_names_the_terms_one_source_alone_moved() -> None:
+    """A term that only one source's runs rest on stands at its prior in the fold that
+    leaves that source out: an estimate names it, worked out here from the corpus's rows and
+    sources, not from the provenance the fit wrote."""
+    from ridgeline import estimate
+    from ridgeline.accuracy import corpus
+
+    builtin = engines()
+    sources: dict[tuple[str, str], set[str]] = {}
+    deployed = []
+    for r in corpus.rows():
+        profile = builtin[r.engine]
+        d = corpus.deployment(r, profile)
+        deployed.append((profile, d))
+        for key in profile.terms(d):
+            sources.setdefault((r.engine, key), set()).add(r.group)
+    for profile, d in deployed:
+        fitted = [k for k in profile.terms(d) if profile.provenance[k].startswith("fitted to ")]
+        alone = [k for k in fitted if len(sources[profile.name, k]) == 1]
+        assert profile.one_source(d) == alone
+    # llama.cpp's quantised prompts multiply on int8 tensor cores, and one pull request's
+    # runs alone measured that
+    int8 = {r.group for r in corpus.rows() if r.engine == "llamacpp" and r.maths == "int8"}
+    assert len(int8) == 1
+    q4 = estimate(model="llama-2-7b", gpu="rtx-4090", engine="llamacpp", weights="int4")
+    assert q4.one_source is not None and "gemm.int8" in q4.one_source
+    assert "gemm.int8" in q4.explain[-1] and "one source" in q4.explain[-1]
+    f16 = estimate(model="llama-2-7b", gpu="rtx-4090", engine="llamacpp", weights="fp16", maths="fp16acc16")
+    assert f16.one_source == []  # its rate, bandwidth and overheads come from four sources
+    assert estimate(model="llama-2-7b", gpu="rtx-4090").one_source is None  # no engine: nothing claimed
+
+
 def test_a_servers_own_process_costs_per_request_and_per_streamed_token(tmp_path: Path) -> None:
     from ridgeline.engines import get_engine
 

@@ -248,6 +248,7 @@ def test_plan_json_text_and_no_band() -> None:
     assert list(u) == [
         *("profile", "time_ratio", "server_share", "max_rate_per_replica", "replicas", "gpus"),
         *("usd_per_million_tokens", "usd_per_million_output_tokens", "slow_end", "fast_end", "unmeasured"),
+        "one_source",
     ]
     low, high = u["max_rate_per_replica"]
     assert low < data["plans"][0]["max_rate_per_replica"] < high

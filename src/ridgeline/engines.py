@@ -101,6 +101,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Protocol
@@ -135,6 +136,7 @@ class Deployed(Protocol):
     def engine_reach(self) -> Reach: ...  # its engine's reach, worked out once
 
 
+ONE_SOURCE = re.compile(r"fitted to \d+ rows? of 1 source\b")  # a provenance (scripts/fit_engines.py)
 WEIGHT_FORMATS = ("w16", "w8", "w4")
 FORMAT_BITS = {"w16": 16.0, "w8": 8.0, "w4": 4.0}
 LOAD = "load"  # the regime of runs under load: a simulated run's, a plan's
@@ -604,6 +606,13 @@ class EngineProfile:
         those whose provenance says the fit left them at their prior (none for a profile
         without provenance, a user's own)."""
         return [k for k in self.terms(d) if self.provenance.get(k, "").startswith("prior")]
+
+    def one_source(self, d: Deployed) -> list[str]:
+        """The terms a prediction on `d` rests on that one source's runs alone moved (their
+        provenance says "of 1 source"): in the fold that leaves that source out the prior
+        stands, so no second source confirms them, and a run unlike that source's may miss
+        by more than the band, made mostly of other terms' misses, says."""
+        return [k for k in self.terms(d) if ONE_SOURCE.match(self.provenance.get(k, ""))]
 
     def band(self, regime: str) -> tuple[float, float] | None:
         """The band (low, high) of measured / predicted in a regime, when the corpus gave one."""

@@ -44,6 +44,7 @@ def explain(
     busiest_reads: float = 1.0,
     unmeasured: Sequence[str] = (),
     busiest_attention: float = 1.0,
+    one_source: Sequence[str] = (),
 ) -> list[str]:
     gpu = m.hw.name
     tokens = batch * prompt
@@ -98,6 +99,8 @@ def explain(
         )
     if unmeasured and m.engine is not None:
         lines.append(priors_stand(m.engine.label, unmeasured))
+    if one_source and m.engine is not None:
+        lines.append(one_source_says(m.engine.label, one_source))
     return lines
 
 
@@ -106,6 +109,15 @@ def priors_stand(profile: str, unmeasured: Sequence[str]) -> str:
     return (
         f"{profile}'s profile keeps its priors for {', '.join(unmeasured)}: no published run in the "
         "corpus moved them, so its band, made of other runs, may be too narrow."
+    )
+
+
+def one_source_says(profile: str, terms: Sequence[str]) -> str:
+    """What a band is worth where the prediction rests on terms one source alone moved."""
+    them = "them" if len(terms) > 1 else "it"
+    return (
+        f"{profile}'s profile fits {', '.join(terms)} to one source's runs alone: no second "
+        f"source confirms {them}, so a run unlike that source's may miss by more than its band says."
     )
 
 

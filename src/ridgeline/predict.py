@@ -266,6 +266,13 @@ class Estimate:
         return None if m.engine is None else m.engine.unmeasured(m)
 
     @cached_property
+    def one_source(self) -> list[str] | None:
+        """An engine profile's terms that this prediction rests on and one source's runs
+        alone moved: no second source confirms them (EngineProfile.one_source)."""
+        m = self.deployment
+        return None if m.engine is None else m.engine.one_source(m)
+
+    @cached_property
     def memory(self) -> MemoryPlan:
         from ridgeline.memory import plan
 
@@ -284,6 +291,7 @@ class Estimate:
             self.parallel.busiest_expert_reads,
             self.unmeasured or [],
             self.parallel.busiest_attention,
+            self.one_source or [],
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -294,7 +302,7 @@ class Estimate:
 JSON_KEYS = (
     "inputs", "model", "gpu", "prefill", "decode", "ttft_s", "tpot_s", "total_s", "decode_share",
     "tokens_per_s", "batch_tokens_per_s", "ridge", "effective_ridge", "memory", "cost", "parallel",
-    "training", "uncertainty", "unmeasured", "explain",
+    "training", "uncertainty", "unmeasured", "one_source", "explain",
 )  # fmt: skip
 
 

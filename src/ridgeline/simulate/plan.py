@@ -138,6 +138,7 @@ class Band:
     slow_end: str | None = None
     fast_end: str | None = None
     unmeasured: list[str] = field(default_factory=list)  # terms whose priors stand (EngineProfile.unmeasured)
+    one_source: list[str] = field(default_factory=list)  # one source alone moved (EngineProfile.one_source)
 
 
 def banded(m: Deployment, plan_on: Callable[[Deployment], Capacity], planned: Capacity) -> Band | None:
@@ -172,6 +173,7 @@ def banded(m: Deployment, plan_on: Callable[[Deployment], Capacity], planned: Ca
         slow_end=slow_why,
         fast_end=fast_why,
         unmeasured=engine.unmeasured(m),
+        one_source=engine.one_source(m),
     )
 
 

@@ -120,11 +120,14 @@ def band(u: dict[str, Any] | None) -> None:
 
 
 def _unmeasured(u: dict[str, Any]) -> None:
-    """The terms a band's prediction rests on that no published run moved, as `estimate` says."""
-    if u["unmeasured"]:
-        from ridgeline.explain import priors_stand
+    """The terms a band's prediction rests on that no published run moved, or one source's
+    runs alone, as `estimate` says."""
+    from ridgeline.explain import one_source_says, priors_stand
 
+    if u["unmeasured"]:
         console.print(f"[yellow]note:[/] {priors_stand(u['profile'], u['unmeasured'])}")
+    if u["one_source"]:
+        console.print(f"[yellow]note:[/] {one_source_says(u['profile'], u['one_source'])}")
 
 
 def _gpus(counts: list[int]) -> str:

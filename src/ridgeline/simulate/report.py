@@ -218,6 +218,7 @@ def load_band(
         # terms no published run moved, whose priors stand: the band, made of other runs, may
         # be too narrow here (as `estimate` says)
         "unmeasured": m.engine.unmeasured(m),
+        "one_source": m.engine.one_source(m),  # terms one source alone moved (as `estimate` says)
     }
 
 
