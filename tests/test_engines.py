@@ -473,9 +473,13 @@ def test_a_prediction_names_the_terms_no_published_run_moved(tmp_path: Path) -> 
     assert "vendor.amd" in sglang.explain[-1] and "priors" in sglang.explain[-1]
     vllm = estimate(**shape, engine="vllm")
     assert vllm.unmeasured is not None and "vendor.amd" not in vllm.unmeasured
-    on_4090 = {"model": "llama-2-7b", "gpu": "rtx-4090", "engine": "llamacpp"}
+    on_4090 = {"model": "llama-2-7b", "gpu": "rtx-4090", "engine": "llamacpp", "in_process": True}
     assert "gemm.fp8" in (estimate(**on_4090, weights="fp8", maths="fp8").unmeasured or [])
     assert estimate(**on_4090, weights="fp16", maths="fp16acc16").unmeasured == []
+    # every llama.cpp row ran in process (llama-bench): its server's first token is a prior
+    assert not any(r.http for r in rows if r.engine == "llamacpp")
+    served = estimate(**{**on_4090, "in_process": False}, weights="fp16", maths="fp16acc16")
+    assert served.unmeasured == ["first_token_s"]
     assert estimate(**shape).unmeasured is None  # no engine: nothing claimed
     mine = write_profile(tmp_path, PERFECT)  # a user's profile says nothing of where it came from
     assert estimate(**shape, engine=mine).unmeasured == []
@@ -511,21 +515,26 @@ def test_a_prediction_names_the_terms_one_source_alone_moved() -> None:
     leaves that source out: an estimate names it, worked out here from the corpus's rows and
     sources, not from the provenance the fit wrote."""
     from ridgeline import estimate
-    from ridgeline.accuracy import corpus
+    from ridgeline.accuracy import corpus, fit
 
     builtin = engines()
+    params = {p.key: p for p in fit.PARAMS}
     sources: dict[tuple[str, str], set[str]] = {}
     deployed = []
     for r in corpus.rows():
         profile = builtin[r.engine]
-        d = corpus.deployment(r, profile)
+        d = replace(corpus.deployment(r, profile), in_process=not r.http)  # a run over HTTP, served
         deployed.append((profile, d))
-        for key in profile.terms(d):
-            sources.setdefault((r.engine, key), set()).add(r.group)
+        terms = profile.terms(d)
+        for key in profile.rests_on(d):  # the rows the fit gives a term: those that rest on it
+            uses = params[key].uses
+            if uses(r, d) if uses else key in terms:
+                sources.setdefault((r.engine, key), set()).add(r.group)
     for profile, d in deployed:
-        fitted = [k for k in profile.terms(d) if profile.provenance[k].startswith("fitted to ")]
+        fitted = [k for k in profile.rests_on(d) if profile.provenance[k].startswith("fitted to ")]
         alone = [k for k in fitted if len(sources[profile.name, k]) == 1]
         assert profile.one_source(d) == alone
+    assert sources["trtllm", "first_token_s"] == {"GPUStack performance lab"}  # F16's page
     # llama.cpp's quantised prompts multiply on int8 tensor cores, and one pull request's
     # runs alone measured that
     int8 = {r.group for r in corpus.rows() if r.engine == "llamacpp" and r.maths == "int8"}

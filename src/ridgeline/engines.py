@@ -134,6 +134,8 @@ class Deployed(Protocol):
     def engine(self) -> EngineProfile | None: ...
     @property
     def engine_reach(self) -> Reach: ...  # its engine's reach, worked out once
+    @property
+    def in_process(self) -> bool: ...  # inside the engine's process: no server before the first token
 
 
 ONE_SOURCE = re.compile(r"fitted to \d+ rows? of 1 source\b")  # a provenance (scripts/fit_engines.py)
@@ -601,18 +603,24 @@ class EngineProfile:
             keys += [f"collective_latency_s.{hw.link_kind}", "link_efficiency"]
         return keys
 
+    def rests_on(self, d: Deployed) -> list[str]:
+        """What a prediction on `d` rests on: its terms and, served over HTTP, the server's
+        first-token cost, which every TTFT there pays (a term of the workload, which the fit
+        gives the rows over HTTP, not of the deployment)."""
+        return [*self.terms(d), *([] if d.in_process else ["first_token_s"])]
+
     def unmeasured(self, d: Deployed) -> list[str]:
         """The terms a prediction on `d` rests on that no corpus row of this engine moved:
         those whose provenance says the fit left them at their prior (none for a profile
         without provenance, a user's own)."""
-        return [k for k in self.terms(d) if self.provenance.get(k, "").startswith("prior")]
+        return [k for k in self.rests_on(d) if self.provenance.get(k, "").startswith("prior")]
 
     def one_source(self, d: Deployed) -> list[str]:
         """The terms a prediction on `d` rests on that one source's runs alone moved (their
         provenance says "of 1 source"): in the fold that leaves that source out the prior
         stands, so no second source confirms them, and a run unlike that source's may miss
         by more than the band, made mostly of other terms' misses, says."""
-        return [k for k in self.terms(d) if ONE_SOURCE.match(self.provenance.get(k, ""))]
+        return [k for k in self.rests_on(d) if ONE_SOURCE.match(self.provenance.get(k, ""))]
 
     def band(self, regime: str) -> tuple[float, float] | None:
         """The band (low, high) of measured / predicted in a regime, when the corpus gave one."""
