@@ -82,9 +82,7 @@ def fit_engines(names: list[str]) -> dict[str, dict[str, Any]]:
             "name": name,
             "x": f.x,
             "params": [p.key for p in pb.params],
-            "uses": [
-                [r.id for r, u in zip(rows, col, strict=True) if u] for col in zip(*pb.uses, strict=True)
-            ],
+            "uses": _uses(pb),
             "residuals": dict(zip([r.id for r in rows], f.residuals, strict=True)),
             "held_out": f.held_out,
             "folds": {
@@ -93,6 +91,11 @@ def fit_engines(names: list[str]) -> dict[str, dict[str, Any]]:
             },
         }
     return out
+
+
+def _uses(pb: fit.Problem) -> list[list[str]]:
+    """For each parameter, the ids of the rows whose predictions rest on it."""
+    return [[r.id for r, u in zip(pb.rows, col, strict=True) if u] for col in zip(*pb.uses, strict=True)]
 
 
 def provenance(result: dict[str, Any], prior: EngineProfile) -> dict[str, str]:
@@ -126,10 +129,9 @@ def rewrite_provenance(names: list[str]) -> list[str]:
     lines = [HEADER]
     for name in names:
         shipped, pb = get_engine(name), _problem(name)
-        uses = [[r.id for r, u in zip(pb.rows, col, strict=True) if u] for col in zip(*pb.uses, strict=True)]
         result = {
             "params": [p.key for p in pb.params],
-            "uses": uses,
+            "uses": _uses(pb),
             "x": [math.log(fit.get(shipped, p.key)) for p in pb.params],
         }
         prov = dict(shipped.provenance) | provenance(result, corpus.priors()[name])

@@ -97,28 +97,27 @@ def explain(
             f"have, so a step pays its launches {m.hw.dies} times ({d.overhead_s * 1e3:,.2f} ms of this "
             f"decode step's {d.time_s * 1e3:,.2f} ms): small models and short steps feel it most."
         )
-    if unmeasured and m.engine is not None:
-        lines.append(priors_stand(m.engine.label, unmeasured))
-    if one_source and m.engine is not None:
-        lines.append(one_source_says(m.engine.label, one_source))
+    if m.engine is not None:
+        lines += evidence(m.engine.label, unmeasured, one_source)
     return lines
 
 
-def priors_stand(profile: str, unmeasured: Sequence[str]) -> str:
-    """What a band is worth where the prediction rests on terms no published run moved."""
-    return (
-        f"{profile}'s profile keeps its priors for {', '.join(unmeasured)}: no published run in the "
-        "corpus moved them, so its band, made of other runs, may be too narrow."
-    )
-
-
-def one_source_says(profile: str, terms: Sequence[str]) -> str:
-    """What a band is worth where the prediction rests on terms one source alone moved."""
-    them = "them" if len(terms) > 1 else "it"
-    return (
-        f"{profile}'s profile fits {', '.join(terms)} to one source's runs alone: no second "
-        f"source confirms {them}, so a run unlike that source's may miss by more than its band says."
-    )
+def evidence(profile: str, unmeasured: Sequence[str], one_source: Sequence[str]) -> list[str]:
+    """What a band is worth where the prediction rests on terms no published run moved
+    (EngineProfile.unmeasured), or one source's runs alone (EngineProfile.one_source)."""
+    lines = []
+    if unmeasured:
+        lines.append(
+            f"{profile}'s profile keeps its priors for {', '.join(unmeasured)}: no published run in "
+            "the corpus moved them, so its band, made of other runs, may be too narrow."
+        )
+    if one_source:
+        them = "them" if len(one_source) > 1 else "it"
+        lines.append(
+            f"{profile}'s profile fits {', '.join(one_source)} to one source's runs alone: no second "
+            f"source confirms {them}, so a run unlike that source's may miss by more than its band says."
+        )
+    return lines
 
 
 def _before_first_token(m: Deployment, t: Timeline) -> str:

@@ -122,12 +122,10 @@ def band(u: dict[str, Any] | None) -> None:
 def _unmeasured(u: dict[str, Any]) -> None:
     """The terms a band's prediction rests on that no published run moved, or one source's
     runs alone, as `estimate` says."""
-    from ridgeline.explain import one_source_says, priors_stand
+    from ridgeline.explain import evidence
 
-    if u["unmeasured"]:
-        console.print(f"[yellow]note:[/] {priors_stand(u['profile'], u['unmeasured'])}")
-    if u["one_source"]:
-        console.print(f"[yellow]note:[/] {one_source_says(u['profile'], u['one_source'])}")
+    for line in evidence(u["profile"], u["unmeasured"], u["one_source"]):
+        console.print(f"[yellow]note:[/] {line}")
 
 
 def _gpus(counts: list[int]) -> str:
